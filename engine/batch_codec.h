@@ -1,0 +1,237 @@
+/* batch_codec.h - Kafka RecordBatch v2 (magic 2): decode, verify, encode.
+ *
+ * Owns: nothing on disk. A tfs_batch_builder owns its output buffer; a
+ * tfs_record_iter owns its decompression buffer. Both are reusable: init once per
+ * worker, reset per batch (expensive contexts are never created per batch).
+ *
+ * Batch header, all integers big-endian (61 bytes, TFS_BATCH_HEADER_BYTES):
+ *
+ *   OFFSET SIZE DESCRIPTION
+ *        0    8 base offset: offset of the first record; kept by compaction
+ *        8    4 length: bytes after this field (total size - 12)
+ *       12    4 partition leader epoch (-1 none); NOT covered by the CRC
+ *       16    1 magic = 2
+ *       17    4 crc: CRC-32C (Castagnoli) of bytes [21, 12 + length)
+ *       21    2 attributes: bits 0-2 codec (0 none, 4 zstd), 3 log-append-time,
+ *               4 transactional, 5 control, 6 has-delete-horizon
+ *       23    4 last offset delta (kept by compaction even if the last record goes)
+ *       27    8 base timestamp (or the delete horizon when attribute bit 6 is set;
+ *               -1 in an empty batch)
+ *       35    8 max timestamp
+ *       43    8 producer id (-1 none)
+ *       51    2 producer epoch (-1 none)
+ *       53    4 base sequence (-1 none)
+ *       57    4 records count
+ *       61    - records; one zstd frame of all records when the codec is zstd
+ *
+ * Record (varint = zig-zag LEB128, at most 5 bytes; varlong at most 10):
+ *   length varint (bytes after it) | attributes int8 | timestampDelta varlong |
+ *   offsetDelta varint | keyLength varint (-1 null) | key | valueLength varint
+ *   (-1 null = tombstone) | value | headerCount varint | headers: keyLength varint
+ *   (>= 0) | key | valueLength varint (-1 null) | value
+ *
+ * Validity: a batch is valid if and only if its length is at least 49, it fits the
+ * buffer, magic is 2, the CRC matches, records count >= 0, every record's declared
+ * length fits and is consumed exactly, every varint is well-formed, and after
+ * records count records the records region is exhausted. Anything else decodes to
+ * TFS_ECORRUPT with a reason string; no input crashes the decoder.
+ *
+ * Threads: all functions are reentrant; one builder or iterator per thread.
+ * Errors: 0 or a negative errno / TFS_E* code.
+ */
+#ifndef TFS_BATCH_CODEC_H
+#define TFS_BATCH_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/types.h"
+
+#define TFS_BATCH_HEADER_BYTES 61   /* RECORD_BATCH_OVERHEAD */
+#define TFS_BATCH_LOG_OVERHEAD 12   /* base offset + length, not counted in length */
+#define TFS_BATCH_MAGIC 2
+#define TFS_BATCH_CRC_START 21      /* the CRC covers [21, 12 + length) */
+
+enum {
+	TFS_ATTR_CODEC_MASK = 0x07,
+	TFS_ATTR_LOG_APPEND_TIME = 0x08,
+	TFS_ATTR_TRANSACTIONAL = 0x10,
+	TFS_ATTR_CONTROL = 0x20,
+	TFS_ATTR_DELETE_HORIZON = 0x40,
+};
+
+enum tfs_codec {
+	TFS_CODEC_NONE = 0,
+	TFS_CODEC_GZIP = 1,
+	TFS_CODEC_SNAPPY = 2,
+	TFS_CODEC_LZ4 = 3,
+	TFS_CODEC_ZSTD = 4,
+};
+
+/* The fixed header, decoded field by field. */
+struct tfs_batch_header {
+	tfs_offset_t base_offset;
+	int32_t length;
+	int32_t leader_epoch;
+	int8_t magic;
+	uint32_t crc;
+	int16_t attributes;
+	int32_t last_offset_delta;
+	int64_t base_timestamp;
+	int64_t max_timestamp;
+	int64_t producer_id;
+	int16_t producer_epoch;
+	int32_t base_sequence;
+	int32_t records_count;
+};
+
+static inline size_t tfs_batch_size(const struct tfs_batch_header *h)
+{
+	return (size_t)h->length + TFS_BATCH_LOG_OVERHEAD;
+}
+static inline tfs_offset_t tfs_batch_last_offset(const struct tfs_batch_header *h)
+{
+	return h->base_offset + h->last_offset_delta;
+}
+static inline enum tfs_codec tfs_batch_codec(const struct tfs_batch_header *h)
+{
+	return (enum tfs_codec)(h->attributes & TFS_ATTR_CODEC_MASK);
+}
+
+/* CRC-32C of buf, continuing from crc (start with 0). Uses the CPU's crc32
+ * instruction (SSE4.2) when present, a slicing table otherwise. */
+uint32_t tfs_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Decodes the first 61 bytes of buf into *h. Checks: avail >= 17 to read magic,
+ * magic == 2, length >= 49, avail >= 61. Does not check the CRC or that the whole
+ * batch is present; the caller compares tfs_batch_size() with what it has.
+ * Returns 0, -EAGAIN when avail is too short to tell (a possible torn tail),
+ * TFS_EUNSUPPORTED for magic 0/1, or TFS_ECORRUPT (reason in *why if non-NULL). */
+int tfs_batch_header_decode(const uint8_t *buf, size_t avail,
+                            struct tfs_batch_header *h, const char **why);
+
+/* Full validity check of one whole batch (buf holds exactly tfs_batch_size bytes):
+ * header, CRC, and the record structure (decompressing with it if needed).
+ * Returns 0 or TFS_ECORRUPT / TFS_EUNSUPPORTED with a static reason in *why. */
+int tfs_batch_verify(const uint8_t *buf, size_t len, const char **why);
+
+/* Header check plus CRC only (cheap; what recovery and the reader use). */
+int tfs_batch_check_crc(const uint8_t *buf, size_t len, const char **why);
+
+/* One header of a record: key is never null; value may be (value_null). */
+struct tfs_header {
+	struct tfs_slice key;
+	struct tfs_slice value;
+	bool value_null;
+};
+
+/* One decoded record. Slices borrow from the batch buffer or from the iterator's
+ * decompression buffer: valid until the next tfs_record_iter_next/reset. */
+struct tfs_record {
+	tfs_offset_t offset;        /* base offset + offset delta */
+	int32_t offset_delta;
+	int64_t timestamp;          /* absolute; max timestamp under log-append time */
+	int64_t timestamp_delta;
+	struct tfs_slice key;
+	bool key_null;
+	struct tfs_slice value;
+	bool value_null;            /* a tombstone */
+	uint32_t header_count;
+	struct tfs_slice headers_raw;  /* the encoded headers, for tfs_header_next */
+	struct tfs_slice raw;       /* the whole encoded record incl. its length varint */
+};
+
+/* Iterates the records of one batch. Reuse one per thread. */
+struct tfs_record_iter {
+	struct tfs_batch_header h;
+	const uint8_t *p, *end;     /* the (decompressed) records region */
+	int32_t remaining;
+	uint8_t *zbuf;              /* decompression buffer, grown as needed, owned */
+	size_t zcap;
+	void *zctx;                 /* ZSTD_DCtx, created on first use, owned */
+	size_t max_decompressed;    /* refuse larger bodies (TFS_ECORRUPT); 0 = 64 MiB */
+};
+
+void tfs_record_iter_init(struct tfs_record_iter *it);
+void tfs_record_iter_release(struct tfs_record_iter *it);
+/* Starts iterating the batch in buf (exactly one whole batch, already CRC-checked
+ * or not: the record structure is checked as it goes). Decompresses zstd.
+ * Returns 0, TFS_ECORRUPT or TFS_EUNSUPPORTED (gzip/snappy/lz4). */
+int tfs_record_iter_reset(struct tfs_record_iter *it, const uint8_t *buf, size_t len,
+                          const char **why);
+/* Returns 1 with *r filled, 0 at the end (after checking the region is exhausted),
+ * or TFS_ECORRUPT with a reason. */
+int tfs_record_iter_next(struct tfs_record_iter *it, struct tfs_record *r, const char **why);
+
+/* Walks the headers of a record: *cursor starts as r->headers_raw; returns 1 with
+ * *h filled, 0 at the end, TFS_ECORRUPT. */
+int tfs_header_next(struct tfs_slice *cursor, struct tfs_header *h);
+
+/* A record to encode. key_null / value_null select Kafka's null (-1 length). */
+struct tfs_record_in {
+	struct tfs_slice key;
+	bool key_null;
+	struct tfs_slice value;
+	bool value_null;
+	int64_t timestamp;
+	int32_t offset_delta;        /* used by tfs_batch_builder_add_at */
+	const struct tfs_header *headers;
+	uint32_t header_count;
+};
+
+struct tfs_batch_params {
+	tfs_offset_t base_offset;
+	int16_t attributes;          /* codec bits + flags; delete-horizon bit allowed */
+	int32_t leader_epoch;        /* -1 */
+	int64_t producer_id;         /* -1 */
+	int16_t producer_epoch;      /* -1 */
+	int32_t base_sequence;       /* -1 */
+	int64_t base_timestamp;      /* used only with TFS_ATTR_DELETE_HORIZON: the horizon;
+	                              * otherwise the first record's timestamp is the base */
+	int zstd_level;              /* 0 = zstd's default level */
+};
+
+/* Builds one batch. The builder owns its buffers and zstd context; reuse it. */
+struct tfs_batch_builder {
+	struct tfs_batch_params params;
+	uint8_t *rec;                /* encoded records, uncompressed */
+	size_t rec_len, rec_cap;
+	uint8_t *out;                /* the finished batch */
+	size_t out_len, out_cap;
+	int32_t count;
+	int32_t last_offset_delta;
+	int64_t base_ts, max_ts;
+	bool have_ts;
+	void *zctx;                  /* ZSTD_CCtx, created on first use, owned */
+};
+
+void tfs_batch_builder_init(struct tfs_batch_builder *b);
+void tfs_batch_builder_release(struct tfs_batch_builder *b);
+void tfs_batch_builder_reset(struct tfs_batch_builder *b, const struct tfs_batch_params *p);
+/* Appends a record with offset delta = number of records added so far. -ENOMEM. */
+int tfs_batch_builder_add(struct tfs_batch_builder *b, const struct tfs_record_in *r);
+/* Appends a record at r->offset_delta (strictly increasing; the cleaner keeps gaps). */
+int tfs_batch_builder_add_at(struct tfs_batch_builder *b, const struct tfs_record_in *r);
+/* Size the finished batch would have without compression (for max.message.bytes). */
+size_t tfs_batch_builder_size_estimate(const struct tfs_batch_builder *b);
+/* Finishes the batch: compresses if the codec says so, writes the header and CRC.
+ * last_offset_delta < 0 means "the last added record's delta"; the cleaner passes
+ * the original batch's value. On success *out / *len borrow the builder's buffer,
+ * valid until the next reset. */
+int tfs_batch_builder_finish(struct tfs_batch_builder *b, int32_t last_offset_delta,
+                             const uint8_t **out, size_t *len);
+
+/* Writes a 61-byte empty batch (records count 0, codec none, base timestamp -1)
+ * that keeps h's base offset, last offset delta, producer fields, leader epoch,
+ * transactional/control flags and timestamp type, as Kafka's cleaner does. */
+void tfs_batch_write_empty(const struct tfs_batch_header *h, uint8_t out[TFS_BATCH_HEADER_BYTES]);
+
+/* Zig-zag varints (exposed for tests and the history view). Return bytes written
+ * (at most 5 / 10), or for get: bytes read, or TFS_ECORRUPT. */
+size_t tfs_varint_put(uint8_t *p, int32_t v);
+size_t tfs_varlong_put(uint8_t *p, int64_t v);
+int tfs_varint_get(const uint8_t *p, const uint8_t *end, int32_t *v);
+int tfs_varlong_get(const uint8_t *p, const uint8_t *end, int64_t *v);
+
+#endif

@@ -1,0 +1,80 @@
+/* keydir.h - a partition's key directory: key -> newest record (offset, timestamp,
+ * value size).
+ *
+ * Owns: a copy of every live key's bytes and one fixed-size entry per live key.
+ * It stores offsets, never file positions, so a cleaner swap never invalidates it.
+ *
+ * Iteration order and cursors: every key has a 64-bit hash h = XXH3-64(key). The
+ * table's buckets are chosen by the HIGH bits of h and each bucket's chain is kept
+ * sorted by h, so walking buckets in index order visits keys in ascending h,
+ * whatever the table's size. A cursor is therefore just "the last h returned"
+ * (tfs_keydir_cookie): resuming finds the first key with a larger h. Growing or
+ * shrinking the table between two calls neither repeats nor skips a key that was
+ * live throughout (the property Redis's SCAN gets from its reverse-binary cursor;
+ * here it falls out of the order). Two distinct keys with the same 64-bit hash are
+ * returned together by one tfs_keydir_scan call (see there).
+ *
+ * Invariants: (1) each chain is sorted by h, ties by key bytes; (2) count equals the
+ * number of entries reachable from the buckets; (3) a key is present iff its newest
+ * record is not a tombstone.
+ *
+ * Threads: not internally locked. The partition log serialises writers and lets
+ * readers in under its rwlock.
+ * Errors: 0 or -ENOMEM.
+ *
+ * Memory: at most ~48 bytes per live key beyond the key's own bytes (bench/keydir).
+ */
+#ifndef TFS_KEYDIR_H
+#define TFS_KEYDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/types.h"
+
+struct tfs_keydir;
+
+/* What the directory remembers of a key's newest record. */
+struct tfs_keyinfo {
+	tfs_offset_t offset;
+	int64_t timestamp;
+	uint32_t value_bytes;
+};
+
+/* Caller owns the result; free with tfs_keydir_destroy. NULL on ENOMEM. */
+struct tfs_keydir *tfs_keydir_create(void);
+void tfs_keydir_destroy(struct tfs_keydir *kd);
+
+/* The key's hash, as used for ordering and cookies. */
+uint64_t tfs_keydir_hash(struct tfs_slice key);
+
+/* Inserts or replaces. A record at an offset lower than the stored one is ignored
+ * (returns 0): replays may arrive out of order. -ENOMEM leaves the table unchanged. */
+int tfs_keydir_put(struct tfs_keydir *kd, struct tfs_slice key, const struct tfs_keyinfo *info);
+/* Removes the key if its stored offset is < offset (a tombstone at offset). */
+void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t offset);
+/* 1 and *info filled if present, 0 if not. */
+int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs_keyinfo *info);
+
+size_t tfs_keydir_count(const struct tfs_keydir *kd);
+/* Bytes of memory held (tables, entries, key arena), for metrics and the bench. */
+size_t tfs_keydir_memory_bytes(const struct tfs_keydir *kd);
+/* Sum of the live keys' lengths. */
+size_t tfs_keydir_key_bytes(const struct tfs_keydir *kd);
+
+/* Called for each key in ascending hash order. key borrows the directory's copy:
+ * valid only during the call. Return 0 to go on, non-zero to stop (that value is
+ * returned by tfs_keydir_scan; the key it was called for counts as NOT consumed,
+ * so the next scan resumes at it). */
+typedef int (*tfs_keydir_visit_fn)(void *arg, struct tfs_slice key,
+                                   const struct tfs_keyinfo *info, uint64_t hash);
+
+/* Visits keys whose hash is > after_hash (after_hash_valid = false: from the
+ * start). Use the hash of the last key the visitor accepted as the next cursor.
+ * Keys with equal hashes are visited back to back; a caller that must stop in the
+ * middle of such a run should stop before its first member. Returns 0 when the
+ * end was reached, or the visitor's non-zero value. */
+int tfs_keydir_scan(const struct tfs_keydir *kd, bool after_valid, uint64_t after_hash,
+                    tfs_keydir_visit_fn fn, void *arg);
+
+#endif

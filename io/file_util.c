@@ -1,0 +1,231 @@
+/* file_util.c - crash-safe small-file replacement and the bounded fd cache. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/file_util.h"
+#include "io/log.h"
+
+#define TMP_SUFFIX ".tmp"
+#define FILE_MODE 0644
+
+int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len)
+{
+	char tmp[4096];
+	int fd = -1, rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s%s", name, TMP_SUFFIX) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = tfs_io_openat(io, dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, FILE_MODE);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	rc = tfs_io_write(io, fd, data, len, 0);
+	if (rc == 0)
+		rc = tfs_io_fsync(io, fd, false);
+	close(fd);
+	fd = -1;
+	if (rc == 0)
+		rc = tfs_io_renameat(io, dirfd, tmp, dirfd, name);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(io, dirfd);
+	else
+		unlinkat(dirfd, tmp, 0);
+out:
+	if (rc < 0)
+		tfs_log_error("io", "cannot replace %s: %s", name, strerror(-rc));
+	return rc;
+}
+
+int tfs_file_read_all(struct tfs_io *io, int dirfd, const char *name, size_t max,
+                      char **out, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	ssize_t n;
+	int fd, rc = 0;
+
+	*out = NULL;
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if ((size_t)st.st_size > max) {
+		rc = -EFBIG;
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	n = tfs_io_read(io, fd, buf, (size_t)st.st_size, 0);
+	if (n < 0) {
+		rc = (int)n;
+		goto out;
+	}
+	buf[n] = '\0';
+	*len = (size_t)n;
+	*out = buf;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* The cache: a mutex, a count of open fds, and an LRU list of open, unpinned
+ * slots (most recent at the head). A pinned slot is never in the list. */
+struct tfs_fdcache {
+	struct tfs_io *io;
+	pthread_mutex_t lock;
+	unsigned max_open;
+	unsigned open_count;
+	struct tfs_fdslot *head, *tail;
+};
+
+struct tfs_fdcache *tfs_fdcache_create(struct tfs_io *io, unsigned max_open)
+{
+	struct tfs_fdcache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->io = io;
+	c->max_open = max_open ? max_open : 1;
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+void tfs_fdcache_destroy(struct tfs_fdcache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+unsigned tfs_fdcache_open_count(const struct tfs_fdcache *c)
+{
+	return __atomic_load_n(&c->open_count, __ATOMIC_RELAXED);
+}
+
+static void lru_remove(struct tfs_fdcache *c, struct tfs_fdslot *s)
+{
+	if (!s->in_lru)
+		return;
+	if (s->lru_prev)
+		s->lru_prev->lru_next = s->lru_next;
+	else
+		c->head = s->lru_next;
+	if (s->lru_next)
+		s->lru_next->lru_prev = s->lru_prev;
+	else
+		c->tail = s->lru_prev;
+	s->lru_prev = s->lru_next = NULL;
+	s->in_lru = false;
+}
+
+static void lru_push(struct tfs_fdcache *c, struct tfs_fdslot *s)
+{
+	s->lru_prev = NULL;
+	s->lru_next = c->head;
+	if (c->head)
+		c->head->lru_prev = s;
+	c->head = s;
+	if (!c->tail)
+		c->tail = s;
+	s->in_lru = true;
+}
+
+/* Closes least-recently-used unpinned fds until there is room for one more. */
+static void evict(struct tfs_fdcache *c)
+{
+	while (c->open_count >= c->max_open && c->tail) {
+		struct tfs_fdslot *victim = c->tail;
+		lru_remove(c, victim);
+		close(victim->fd);
+		victim->fd = -1;
+		__atomic_sub_fetch(&c->open_count, 1, __ATOMIC_RELAXED);
+	}
+}
+
+int tfs_fdcache_slot_init(struct tfs_fdslot *s, const char *path, int flags)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	s->flags = flags & ~O_CREAT;
+	s->path = strdup(path);
+	return s->path ? 0 : -ENOMEM;
+}
+
+void tfs_fdcache_slot_release(struct tfs_fdcache *c, struct tfs_fdslot *s)
+{
+	pthread_mutex_lock(&c->lock);
+	lru_remove(c, s);
+	if (s->fd >= 0) {
+		close(s->fd);
+		s->fd = -1;
+		__atomic_sub_fetch(&c->open_count, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(s->path);
+	s->path = NULL;
+}
+
+int tfs_fdcache_slot_set_path(struct tfs_fdcache *c, struct tfs_fdslot *s, const char *path)
+{
+	char *copy = strdup(path);
+
+	if (!copy)
+		return -ENOMEM;
+	pthread_mutex_lock(&c->lock);
+	free(s->path);
+	s->path = copy;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int tfs_fdcache_get(struct tfs_fdcache *c, struct tfs_fdslot *s)
+{
+	int fd;
+
+	pthread_mutex_lock(&c->lock);
+	if (s->fd >= 0) {
+		lru_remove(c, s);
+		s->pins++;
+		fd = s->fd;
+		goto out;
+	}
+	evict(c);
+	fd = open(s->path, s->flags | O_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		tfs_log_error("io", "cannot open %s: %s", s->path, strerror(-fd));
+		goto out;
+	}
+	s->fd = fd;
+	s->pins++;
+	__atomic_add_fetch(&c->open_count, 1, __ATOMIC_RELAXED);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return fd;
+}
+
+void tfs_fdcache_put(struct tfs_fdcache *c, struct tfs_fdslot *s)
+{
+	pthread_mutex_lock(&c->lock);
+	if (s->pins > 0 && --s->pins == 0 && s->fd >= 0) {
+		lru_push(c, s);
+		evict(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}

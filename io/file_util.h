@@ -1,0 +1,65 @@
+/* file_util.h - whole-file helpers built on io.h, and the bounded fd cache.
+ *
+ * Owns: the fd cache owns every fd it opened; nothing else owns anything.
+ *
+ * tfs_file_replace is the one crash-safe way to replace a small file: write
+ * "<name>.tmp", fsync it, rename over <name>, fsync the directory. A crash at any
+ * step leaves either the old or the new file whole (plus maybe a stale .tmp, which
+ * readers ignore and the next replace overwrites).
+ *
+ * The fd cache bounds open segment files: machines here allow 20,000 descriptors
+ * and a partition may have thousands of segments. A slot (embedded in its owner,
+ * e.g. a segment) names a file by path; tfs_fdcache_get opens it if needed and pins
+ * the fd; tfs_fdcache_put unpins. Unpinned fds are closed least-recently-used first
+ * when the cache is over its limit. Renaming an owner's file must go through
+ * tfs_fdcache_slot_set_path so a later reopen finds it.
+ *
+ * Threads: all functions are thread-safe.
+ * Errors: 0 or a negative errno.
+ */
+#ifndef TFS_FILE_UTIL_H
+#define TFS_FILE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "io/io.h"
+
+/* Atomically replaces dirfd/name with data (see above). */
+int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len);
+/* Reads a whole small file (at most max bytes) into a malloc'd, NUL-terminated
+ * buffer. Caller owns *out (free()). -ENOENT, -EFBIG past max. */
+int tfs_file_read_all(struct tfs_io *io, int dirfd, const char *name, size_t max,
+                      char **out, size_t *len);
+
+struct tfs_fdcache;
+
+/* One cached file. Embedded in its owner; initialise with tfs_fdcache_slot_init. */
+struct tfs_fdslot {
+	char *path;                  /* absolute, owned */
+	int flags;                   /* open(2) flags used on (re)open */
+	int fd;                      /* -1 when closed */
+	unsigned pins;
+	struct tfs_fdslot *lru_prev, *lru_next;
+	bool in_lru;
+};
+
+/* Caller owns the result; free with tfs_fdcache_destroy (all slots must be released
+ * first). max_open >= 1. */
+struct tfs_fdcache *tfs_fdcache_create(struct tfs_io *io, unsigned max_open);
+void tfs_fdcache_destroy(struct tfs_fdcache *c);
+unsigned tfs_fdcache_open_count(const struct tfs_fdcache *c);
+
+/* path is copied. flags are those of open(2) (no O_CREAT: the file must exist). */
+int tfs_fdcache_slot_init(struct tfs_fdslot *s, const char *path, int flags);
+/* Closes the fd if open and frees the path. The slot must not be pinned. */
+void tfs_fdcache_slot_release(struct tfs_fdcache *c, struct tfs_fdslot *s);
+/* Records that the slot's file was renamed to path (the open fd stays valid). */
+int tfs_fdcache_slot_set_path(struct tfs_fdcache *c, struct tfs_fdslot *s, const char *path);
+/* Returns a pinned fd (>= 0), opening the file if needed, or -errno. */
+int tfs_fdcache_get(struct tfs_fdcache *c, struct tfs_fdslot *s);
+void tfs_fdcache_put(struct tfs_fdcache *c, struct tfs_fdslot *s);
+
+#endif

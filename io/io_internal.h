@@ -1,0 +1,41 @@
+/* io_internal.h - what io.c shares with its two backends. Not for use outside io/. */
+#ifndef TFS_IO_INTERNAL_H
+#define TFS_IO_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "io/io.h"
+
+struct tfs__ring;
+
+struct tfs_io {
+	enum tfs_io_kind kind;          /* URING or SYNC after create */
+	pthread_key_t ring_key;         /* the calling thread's ring (uring only) */
+	pthread_mutex_t rings_lock;     /* guards rings */
+	struct tfs__ring *rings;        /* every live ring, for destroy */
+	/* fault injection: set before use (tests, daemon start), read by every op */
+	unsigned fault_ops;             /* TFS_IO_OP_* mask; 0 = none */
+	uint64_t fault_nth;
+	int fault_action;               /* > 0 errno to return; FAULT_CRASH; FAULT_TORN */
+	atomic_uint_fast64_t fault_seen;  /* matching ops so far */
+	atomic_uint_fast64_t op_count;    /* all mutating ops so far */
+};
+
+enum { TFS__FAULT_CRASH = -1, TFS__FAULT_TORN = -2 };
+
+/* io_uring backend (io_uring.c). probe: 0 if usable. */
+int tfs__uring_probe(void);
+void tfs__uring_thread_exit(void *ring);
+void tfs__uring_destroy_all(struct tfs_io *io);
+ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64_t off);
+int tfs__uring_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt,
+                      uint64_t off, bool sync);
+int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync);
+
+/* pread/pwrite backend (io_sync.c), also the fallback for partial progress. */
+ssize_t tfs__sync_read(int fd, void *buf, size_t len, uint64_t off);
+int tfs__sync_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t off, bool sync);
+int tfs__sync_fsync(int fd, bool datasync);
+
+#endif

@@ -1,0 +1,231 @@
+/* io_uring.c - the liburing backend.
+ *
+ * One small ring per calling thread, created on the thread's first request and
+ * found through a pthread key: rings are not thread-safe, and a ring per thread
+ * needs no lock on the hot path. A write that must be durable is submitted as a
+ * write linked to an fdatasync (IOSQE_IO_LINK), so one io_uring_enter does both.
+ * Short transfers are finished with further submissions.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/io_internal.h"
+
+#define RING_ENTRIES 8     /* at most two linked requests are in flight per thread */
+
+struct tfs__ring {
+	struct io_uring ring;
+	struct tfs_io *owner;
+	struct tfs__ring *next;
+};
+
+int tfs__uring_probe(void)
+{
+	struct io_uring ring;
+	struct io_uring_probe *probe;
+	int rc = io_uring_queue_init(RING_ENTRIES, &ring, 0);
+
+	if (rc < 0)
+		return rc;
+	probe = io_uring_get_probe_ring(&ring);
+	if (!probe) {
+		rc = -ENOSYS;
+	} else {
+		if (!io_uring_opcode_supported(probe, IORING_OP_READ) ||
+		    !io_uring_opcode_supported(probe, IORING_OP_WRITEV) ||
+		    !io_uring_opcode_supported(probe, IORING_OP_FSYNC))
+			rc = -ENOSYS;
+		io_uring_free_probe(probe);
+	}
+	io_uring_queue_exit(&ring);
+	return rc;
+}
+
+static void ring_unlink(struct tfs_io *io, struct tfs__ring *r)
+{
+	struct tfs__ring **pp;
+
+	pthread_mutex_lock(&io->rings_lock);
+	for (pp = &io->rings; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&io->rings_lock);
+}
+
+void tfs__uring_thread_exit(void *arg)
+{
+	struct tfs__ring *r = arg;
+
+	ring_unlink(r->owner, r);
+	io_uring_queue_exit(&r->ring);
+	free(r);
+}
+
+void tfs__uring_destroy_all(struct tfs_io *io)
+{
+	struct tfs__ring *r = io->rings, *next;
+
+	for (; r; r = next) {
+		next = r->next;
+		io_uring_queue_exit(&r->ring);
+		free(r);
+	}
+	io->rings = NULL;
+}
+
+static struct tfs__ring *thread_ring(struct tfs_io *io, int *err)
+{
+	struct tfs__ring *r = pthread_getspecific(io->ring_key);
+	int rc;
+
+	if (r)
+		return r;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	rc = io_uring_queue_init(RING_ENTRIES, &r->ring, 0);
+	if (rc < 0) {
+		free(r);
+		*err = rc;
+		return NULL;
+	}
+	r->owner = io;
+	pthread_mutex_lock(&io->rings_lock);
+	r->next = io->rings;
+	io->rings = r;
+	pthread_mutex_unlock(&io->rings_lock);
+	pthread_setspecific(io->ring_key, r);
+	return r;
+}
+
+/* Submits what is queued and reaps exactly n completions into res[]. */
+static int submit_reap(struct io_uring *ring, int n, int *res)
+{
+	int rc, i;
+
+	do {
+		rc = io_uring_submit_and_wait(ring, (unsigned)n);
+	} while (rc == -EINTR);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		struct io_uring_cqe *cqe;
+		do {
+			rc = io_uring_wait_cqe(ring, &cqe);
+		} while (rc == -EINTR);
+		if (rc < 0)
+			return rc;
+		/* user_data carries the request's index so links reaped in any order land right */
+		res[cqe->user_data] = cqe->res;
+		io_uring_cqe_seen(ring, cqe);
+	}
+	return 0;
+}
+
+ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64_t off)
+{
+	int err = 0, res = 0, rc;
+	size_t done = 0;
+	struct tfs__ring *r = thread_ring(io, &err);
+
+	if (!r)
+		return err;
+	while (done < len) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+		unsigned chunk = len - done > (1u << 30) ? (1u << 30) : (unsigned)(len - done);
+
+		io_uring_prep_read(sqe, fd, (char *)buf + done, chunk, off + done);
+		sqe->user_data = 0;
+		rc = submit_reap(&r->ring, 1, &res);
+		if (rc < 0)
+			return rc;
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res < 0)
+			return res;
+		if (res == 0)
+			break;
+		done += (size_t)res;
+	}
+	return (ssize_t)done;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+	for (int i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+int tfs__uring_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt,
+                      uint64_t off, bool sync)
+{
+	int err = 0, rc, res[2] = { 0, 0 };
+	struct tfs__ring *r = thread_ring(io, &err);
+	struct io_uring_sqe *sqe;
+	size_t total = iov_total(iov, iovcnt);
+
+	if (!r)
+		return err;
+	sqe = io_uring_get_sqe(&r->ring);
+	io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, off);
+	sqe->user_data = 0;
+	if (sync) {
+		sqe->flags |= IOSQE_IO_LINK;
+		sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+		sqe->user_data = 1;
+	}
+	rc = submit_reap(&r->ring, sync ? 2 : 1, res);
+	if (rc < 0)
+		return rc;
+	if (res[0] < 0 && res[0] != -EINTR && res[0] != -EAGAIN)
+		return res[0];
+	if (res[0] >= 0 && (size_t)res[0] == total)
+		return sync ? (res[1] < 0 ? res[1] : 0) : 0;
+	/* A short or interrupted write broke the link: finish with plain syscalls. */
+	{
+		struct iovec rest[64];
+		size_t skip = res[0] > 0 ? (size_t)res[0] : 0;
+		int n = 0;
+
+		if (iovcnt > (int)(sizeof(rest) / sizeof(rest[0])))
+			return tfs__sync_writev(fd, iov, iovcnt, off, sync);
+		for (int i = 0; i < iovcnt; i++) {
+			if (skip >= iov[i].iov_len) {
+				skip -= iov[i].iov_len;
+				continue;
+			}
+			rest[n].iov_base = (char *)iov[i].iov_base + skip;
+			rest[n].iov_len = iov[i].iov_len - skip;
+			skip = 0;
+			n++;
+		}
+		return tfs__sync_writev(fd, rest, n, off + (res[0] > 0 ? (uint64_t)res[0] : 0), sync);
+	}
+}
+
+int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync)
+{
+	int err = 0, rc, res = 0;
+	struct tfs__ring *r = thread_ring(io, &err);
+	struct io_uring_sqe *sqe;
+
+	if (!r)
+		return err;
+	sqe = io_uring_get_sqe(&r->ring);
+	io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+	sqe->user_data = 0;
+	rc = submit_reap(&r->ring, 1, &res);
+	if (rc < 0)
+		return rc;
+	return res < 0 ? res : 0;
+}

@@ -1,0 +1,303 @@
+/* test_io.c - the I/O layer on the backend named by $TFS_IO. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "io/file_util.h"
+#include "io/io.h"
+#include "tests/t_util.h"
+
+struct fixture {
+	struct tfs_io *io;
+	char *dir;
+	int dirfd;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	f->io = t_io();
+	f->dir = t_mkdtemp("io");
+	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	close(f->dirfd);
+	t_rmtree(f->dir);
+	free(f->dir);
+	tfs_io_destroy(f->io);
+	free(f);
+	return 0;
+}
+
+static void write_then_read_returns_the_same_bytes(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[100000], back[100000];
+	uint64_t seed = 1;
+	int fd = tfs_io_openat(f->io, f->dirfd, "a", O_RDWR | O_CREAT, 0644);
+
+	assert_true(fd >= 0);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)t_rand(&seed);
+	assert_int_equal(tfs_io_write(f->io, fd, buf, 5000, 0), 0);
+	{
+		struct iovec iov[2] = { { buf + 5000, 40000 }, { buf + 45000, sizeof(buf) - 45000 } };
+		assert_int_equal(tfs_io_writev(f->io, fd, iov, 2, 5000, true), 0);
+	}
+	assert_int_equal(tfs_io_read(f->io, fd, back, sizeof(back), 0), (ssize_t)sizeof(back));
+	assert_memory_equal(buf, back, sizeof(buf));
+	/* a read past the end is short, not an error */
+	assert_int_equal(tfs_io_read(f->io, fd, back, 100, sizeof(buf) - 10), 10);
+	assert_int_equal(tfs_io_fsync(f->io, fd, false), 0);
+	close(fd);
+}
+
+static void read_of_a_bad_fd_is_ebadf(void **state)
+{
+	struct fixture *f = *state;
+	char b[4];
+	assert_int_equal(tfs_io_read(f->io, 12345, b, 4, 0), -EBADF);
+	assert_int_equal(tfs_io_write(f->io, 12345, b, 4, 0), -EBADF);
+}
+
+static void fault_spec_fails_the_nth_write_and_later_ones(void **state)
+{
+	struct fixture *f = *state;
+	int fd = tfs_io_openat(f->io, f->dirfd, "b", O_RDWR | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(tfs_io_set_fault(f->io, "write:3:ENOSPC"), 0);
+	assert_int_equal(tfs_io_write(f->io, fd, "x", 1, 0), 0);
+	assert_int_equal(tfs_io_write(f->io, fd, "y", 1, 1), 0);
+	assert_int_equal(tfs_io_write(f->io, fd, "z", 1, 2), -ENOSPC);
+	assert_int_equal(tfs_io_write(f->io, fd, "z", 1, 2), -ENOSPC);
+	assert_int_equal(tfs_io_fsync(f->io, fd, true), 0);   /* fsync is not in the mask */
+	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
+	assert_int_equal(tfs_io_write(f->io, fd, "z", 1, 2), 0);
+	close(fd);
+}
+
+static void malformed_fault_specs_are_einval(void **state)
+{
+	struct fixture *f = *state;
+	assert_int_equal(tfs_io_set_fault(f->io, "write"), -EINVAL);
+	assert_int_equal(tfs_io_set_fault(f->io, "write:0:crash"), -EINVAL);
+	assert_int_equal(tfs_io_set_fault(f->io, "bogus:1:crash"), -EINVAL);
+	assert_int_equal(tfs_io_set_fault(f->io, "write:1:EWHAT"), -EINVAL);
+	assert_int_equal(tfs_io_set_fault(f->io, "write+rename:2x:crash"), -EINVAL);
+	assert_int_equal(tfs_io_set_fault(f->io, "write+rename:2:crash"), 0);
+	assert_int_equal(tfs_io_set_fault(f->io, ""), 0);
+}
+
+static void crash_fault_exits_before_the_operation(void **state)
+{
+	struct fixture *f = *state;
+	pid_t pid = fork();
+	int status;
+	char path[4096];
+
+	if (pid == 0) {
+		int fd = tfs_io_openat(f->io, f->dirfd, "c", O_RDWR | O_CREAT, 0644);
+		tfs_io_set_fault(f->io, "write:2:crash");
+		tfs_io_write(f->io, fd, "first", 5, 0);
+		tfs_io_write(f->io, fd, "second", 6, 5);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), TFS_IO_CRASH_STATUS);
+	snprintf(path, sizeof(path), "%s/c", f->dir);
+	assert_int_equal(t_file_size(path), 5);
+}
+
+static void torn_fault_writes_half(void **state)
+{
+	struct fixture *f = *state;
+	pid_t pid = fork();
+	int status;
+	char path[4096];
+
+	if (pid == 0) {
+		int fd = tfs_io_openat(f->io, f->dirfd, "d", O_RDWR | O_CREAT, 0644);
+		tfs_io_set_fault(f->io, "write:1:torn");
+		tfs_io_write(f->io, fd, "0123456789", 10, 0);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(WEXITSTATUS(status), TFS_IO_CRASH_STATUS);
+	snprintf(path, sizeof(path), "%s/d", f->dir);
+	assert_int_equal(t_file_size(path), 5);
+}
+
+static void replace_is_whole_and_leaves_no_temp(void **state)
+{
+	struct fixture *f = *state;
+	char *data = NULL;
+	size_t len = 0;
+	char path[4096];
+
+	assert_int_equal(tfs_file_replace(f->io, f->dirfd, "cfg", "one\n", 4), 0);
+	assert_int_equal(tfs_file_replace(f->io, f->dirfd, "cfg", "two!!\n", 6), 0);
+	assert_int_equal(tfs_file_read_all(f->io, f->dirfd, "cfg", 100, &data, &len), 0);
+	assert_int_equal(len, 6);
+	assert_string_equal(data, "two!!\n");
+	free(data);
+	snprintf(path, sizeof(path), "%s/cfg.tmp", f->dir);
+	assert_int_equal(t_file_size(path), -1);
+	assert_int_equal(tfs_file_read_all(f->io, f->dirfd, "cfg", 3, &data, &len), -EFBIG);
+	assert_int_equal(tfs_file_read_all(f->io, f->dirfd, "none", 3, &data, &len), -ENOENT);
+}
+
+static void replace_that_fails_keeps_the_old_file(void **state)
+{
+	struct fixture *f = *state;
+	char *data = NULL;
+	size_t len = 0;
+
+	assert_int_equal(tfs_file_replace(f->io, f->dirfd, "keep", "old", 3), 0);
+	assert_int_equal(tfs_io_set_fault(f->io, "rename:1:EIO"), 0);
+	assert_int_equal(tfs_file_replace(f->io, f->dirfd, "keep", "new", 3), -EIO);
+	tfs_io_set_fault(f->io, NULL);
+	assert_int_equal(tfs_file_read_all(f->io, f->dirfd, "keep", 100, &data, &len), 0);
+	assert_string_equal(data, "old");
+	free(data);
+}
+
+static void fdcache_never_holds_more_than_its_limit(void **state)
+{
+	struct fixture *f = *state;
+	enum { FILES = 64, LIMIT = 8 };
+	struct tfs_fdslot slots[FILES];
+	struct tfs_fdcache *c = tfs_fdcache_create(f->io, LIMIT);
+	char path[4096];
+
+	for (int i = 0; i < FILES; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", f->dir, i);
+		assert_int_equal(t_write_file(path, &i, sizeof(i)), 0);
+		assert_int_equal(tfs_fdcache_slot_init(&slots[i], path, O_RDONLY), 0);
+	}
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < FILES; i++) {
+			int fd = tfs_fdcache_get(c, &slots[i]), v = -1;
+			assert_true(fd >= 0);
+			assert_int_equal(tfs_io_read(f->io, fd, &v, sizeof(v), 0), sizeof(v));
+			assert_int_equal(v, i);
+			tfs_fdcache_put(c, &slots[i]);
+			assert_true(tfs_fdcache_open_count(c) <= LIMIT);
+		}
+	}
+	/* a renamed file reopens by its new path */
+	{
+		char to[4096];
+		snprintf(path, sizeof(path), "%s/f0", f->dir);
+		snprintf(to, sizeof(to), "%s/f0.deleted", f->dir);
+		assert_int_equal(rename(path, to), 0);
+		assert_int_equal(tfs_fdcache_slot_set_path(c, &slots[0], to), 0);
+		for (int i = 1; i < FILES; i++) {   /* push f0 out of the cache */
+			assert_true(tfs_fdcache_get(c, &slots[i]) >= 0);
+			tfs_fdcache_put(c, &slots[i]);
+		}
+		assert_true(tfs_fdcache_get(c, &slots[0]) >= 0);
+		tfs_fdcache_put(c, &slots[0]);
+	}
+	for (int i = 0; i < FILES; i++)
+		tfs_fdcache_slot_release(c, &slots[i]);
+	assert_int_equal(tfs_fdcache_open_count(c), 0);
+	tfs_fdcache_destroy(c);
+}
+
+struct thread_arg {
+	struct tfs_io *io;
+	int fd;
+	int id;
+};
+
+static void *writer_thread(void *p)
+{
+	struct thread_arg *a = p;
+	uint8_t block[512];
+	for (int i = 0; i < 200; i++) {
+		memset(block, a->id * 16 + (i % 16), sizeof(block));
+		if (tfs_io_write(a->io, a->fd, block, sizeof(block),
+		                 ((uint64_t)a->id * 200 + (uint64_t)i) * sizeof(block)) != 0)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+static void threads_each_get_their_own_ring(void **state)
+{
+	struct fixture *f = *state;
+	enum { THREADS = 4 };
+	pthread_t th[THREADS];
+	struct thread_arg args[THREADS];
+	int fd = tfs_io_openat(f->io, f->dirfd, "mt", O_RDWR | O_CREAT, 0644);
+	uint8_t block[512];
+
+	for (int t = 0; t < THREADS; t++) {
+		args[t] = (struct thread_arg){ f->io, fd, t };
+		pthread_create(&th[t], NULL, writer_thread, &args[t]);
+	}
+	for (int t = 0; t < THREADS; t++) {
+		void *r;
+		pthread_join(th[t], &r);
+		assert_null(r);
+	}
+	for (int t = 0; t < THREADS; t++) {
+		for (int i = 0; i < 200; i++) {
+			assert_int_equal(tfs_io_read(f->io, fd, block, sizeof(block),
+			                             ((uint64_t)t * 200 + (uint64_t)i) * sizeof(block)),
+			                 sizeof(block));
+			assert_int_equal(block[0], t * 16 + (i % 16));
+			assert_int_equal(block[511], t * 16 + (i % 16));
+		}
+	}
+	close(fd);
+}
+
+static void backend_kinds_parse_and_report(void **state)
+{
+	struct fixture *f = *state;
+	enum tfs_io_kind k;
+	assert_int_equal(tfs_io_kind_parse("sync", &k), 0);
+	assert_int_equal(k, TFS_IO_SYNC);
+	assert_int_equal(tfs_io_kind_parse("uring", &k), 0);
+	assert_int_equal(k, TFS_IO_URING);
+	assert_int_equal(tfs_io_kind_parse("nope", &k), -EINVAL);
+	assert_true(tfs_io_kind_of(f->io) == TFS_IO_URING || tfs_io_kind_of(f->io) == TFS_IO_SYNC);
+	if (tfs_io_kind_from_env() != TFS_IO_AUTO && tfs_io_kind_from_env() == TFS_IO_SYNC)
+		assert_int_equal(tfs_io_kind_of(f->io), TFS_IO_SYNC);
+	print_message("backend: %s\n", tfs_io_kind_name(tfs_io_kind_of(f->io)));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(write_then_read_returns_the_same_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(read_of_a_bad_fd_is_ebadf, setup, teardown),
+		cmocka_unit_test_setup_teardown(fault_spec_fails_the_nth_write_and_later_ones, setup, teardown),
+		cmocka_unit_test_setup_teardown(malformed_fault_specs_are_einval, setup, teardown),
+		cmocka_unit_test_setup_teardown(crash_fault_exits_before_the_operation, setup, teardown),
+		cmocka_unit_test_setup_teardown(torn_fault_writes_half, setup, teardown),
+		cmocka_unit_test_setup_teardown(replace_is_whole_and_leaves_no_temp, setup, teardown),
+		cmocka_unit_test_setup_teardown(replace_that_fails_keeps_the_old_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(fdcache_never_holds_more_than_its_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(threads_each_get_their_own_ring, setup, teardown),
+		cmocka_unit_test_setup_teardown(backend_kinds_parse_and_report, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("io", tests, NULL, NULL);
+}
