@@ -48,6 +48,11 @@ int tfs__sync_writev(int fd, const struct iovec *iov_in, int iovcnt, uint64_t of
 	if (iovcnt > IOV_MAX)
 		return -EINVAL;
 	memcpy(local, iov_in, sizeof(*iov_in) * (size_t)iovcnt);
+	iovcnt = iov_advance(&iov, iovcnt, 0);
+	while (iovcnt > 0 && iov->iov_len == 0) {   /* nothing to write is not an error */
+		iov++;
+		iovcnt--;
+	}
 	while (iovcnt > 0) {
 		ssize_t n = pwritev(fd, iov, iovcnt, (off_t)off);
 		if (n < 0) {

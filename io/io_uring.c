@@ -10,6 +10,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/io_internal.h"
 
@@ -17,6 +18,7 @@
 
 struct tfs__ring {
 	struct io_uring ring;
+	pid_t pid;                    /* a forked child must not share its parent's ring */
 	struct tfs_io *owner;
 	struct tfs__ring *next;
 };
@@ -83,8 +85,15 @@ static struct tfs__ring *thread_ring(struct tfs_io *io, int *err)
 	struct tfs__ring *r = pthread_getspecific(io->ring_key);
 	int rc;
 
-	if (r)
+	if (r && r->pid == getpid())
 		return r;
+	if (r) {
+		/* Inherited across fork(): the rings' memory is shared with the parent.
+		 * Drop this process's mapping and start a ring of its own. */
+		ring_unlink(io, r);
+		io_uring_queue_exit(&r->ring);
+		free(r);
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		*err = -ENOMEM;
@@ -97,6 +106,7 @@ static struct tfs__ring *thread_ring(struct tfs_io *io, int *err)
 		return NULL;
 	}
 	r->owner = io;
+	r->pid = getpid();
 	pthread_mutex_lock(&io->rings_lock);
 	r->next = io->rings;
 	io->rings = r;

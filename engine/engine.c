@@ -1,0 +1,882 @@
+/* engine.c - a data directory: the topic registry and the background flusher.
+ *
+ * Topics live in a sorted array under e->lock (rwlock). A topic is reference
+ * counted; the registry holds one reference, every tfs_engine_topic_get another.
+ * Deleting a topic removes it from the registry, marks it deleted, closes its
+ * partitions and removes its files; holders of a reference see tfs_topic_deleted().
+ *
+ * Creation order (crash-safe): partition directories first, then the .config file,
+ * whose appearance commits the topic. Deletion order: partition directories are
+ * renamed "<dir>.<n>-delete" (Kafka's suffix), the .config goes, then the renamed
+ * directories are removed. At open, "-delete" directories are removed, and empty
+ * partition directories without a .config (a creation that did not commit) too.
+ *
+ * Lock order: e->lock -> t->lock -> the partition's locks (partition_log.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "io/file_util.h"
+#include "io/log.h"
+
+#define TOPIC_NAME_MAX 249           /* Kafka's limit */
+#define DEFAULT_MAX_OPEN_FILES 4096
+#define DEFAULT_TOPIC_MODE 0755
+#define PATH_CAP 4096
+#define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
+#define MAX_PARTITIONS 100000
+#define CONFIG_SUFFIX ".config"
+#define DELETE_SUFFIX "-delete"        /* Kafka's suffix for a deleted partition dir */
+
+struct tfs_topic {
+	atomic_int refs;
+	struct tfs_engine *e;
+	char *name;
+	pthread_mutex_t lock;            /* cfg, meta, parts growth */
+	struct tfs_topic_config cfg;
+	struct tfs_topic_meta meta;
+	struct tfs_plog **parts;
+	int32_t nparts;                  /* read with acquire: grows only */
+	atomic_bool deleted;
+};
+
+struct tfs_engine {
+	struct tfs_engine_config cfg;
+	char *data_dir;
+	int dirfd;
+	struct tfs_io *io;
+	struct tfs_fdcache *fdcache;
+	pthread_rwlock_t lock;           /* topics */
+	struct tfs_topic **topics;       /* sorted by name */
+	size_t ntopics, captopics;
+
+	pthread_t flusher;
+	bool flusher_running;
+	pthread_mutex_t stop_lock;
+	pthread_cond_t stop_cond;
+	bool stopping;
+};
+
+void tfs_engine_config_defaults(struct tfs_engine_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->io_kind = TFS_IO_AUTO;
+	c->default_partitions = 1;
+	c->max_open_files = DEFAULT_MAX_OPEN_FILES;
+	tfs_topic_config_defaults(&c->topic_defaults);
+	tfs_cleaner_config_defaults(&c->cleaner);
+}
+
+bool tfs_topic_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > TOPIC_NAME_MAX || name[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+struct tfs_io *tfs_engine_io(struct tfs_engine *e) { return e->io; }
+bool tfs_engine_read_only(const struct tfs_engine *e) { return e->cfg.read_only; }
+const char *tfs_engine_data_dir(const struct tfs_engine *e) { return e->data_dir; }
+const char *tfs_topic_name(const struct tfs_topic *t) { return t->name; }
+bool tfs_topic_deleted(const struct tfs_topic *t) { return atomic_load(&t->deleted); }
+
+int32_t tfs_topic_partition_count(struct tfs_topic *t)
+{
+	return __atomic_load_n(&t->nparts, __ATOMIC_ACQUIRE);
+}
+
+struct tfs_plog *tfs_topic_partition(struct tfs_topic *t, int32_t p)
+{
+	struct tfs_plog *pl = NULL;
+
+	if (p < 0 || atomic_load(&t->deleted))
+		return NULL;
+	pthread_mutex_lock(&t->lock);
+	if (p < t->nparts)
+		pl = t->parts[p];
+	pthread_mutex_unlock(&t->lock);
+	return pl;
+}
+
+static void topic_free(struct tfs_topic *t)
+{
+	for (int32_t i = 0; i < t->nparts; i++)
+		tfs_plog_close(t->parts[i]);
+	free(t->parts);
+	pthread_mutex_destroy(&t->lock);
+	free(t->name);
+	free(t);
+}
+
+void tfs_topic_unref(struct tfs_topic *t)
+{
+	if (t && atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1)
+		topic_free(t);
+}
+
+static struct tfs_topic *topic_alloc(struct tfs_engine *e, const char *name)
+{
+	struct tfs_topic *t = calloc(1, sizeof(*t));
+
+	if (!t || !(t->name = strdup(name))) {
+		free(t);
+		return NULL;
+	}
+	atomic_init(&t->refs, 1);
+	atomic_init(&t->deleted, false);
+	t->e = e;
+	t->cfg = e->cfg.topic_defaults;
+	t->meta.uid = getuid();
+	t->meta.gid = getgid();
+	t->meta.mode = DEFAULT_TOPIC_MODE;
+	pthread_mutex_init(&t->lock, NULL);
+	return t;
+}
+
+static void partition_path(char *buf, size_t cap, struct tfs_engine *e, const char *topic, int32_t p)
+{
+	snprintf(buf, cap, "%s/%s-%" PRId32, e->data_dir, topic, p);
+}
+
+static void config_name(char *buf, size_t cap, const char *topic)
+{
+	snprintf(buf, cap, "%s%s", topic, CONFIG_SUFFIX);
+}
+
+static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tfs_plog **out)
+{
+	struct tfs_plog_env env = {
+		.io = t->e->io, .fdcache = t->e->fdcache, .config = &t->cfg,
+		.read_only = t->e->cfg.read_only,
+	};
+	char path[PATH_CAP];
+
+	partition_path(path, sizeof(path), t->e, t->name, p);
+	return tfs_plog_open(&env, path, create, out);
+}
+
+static int grow_parts(struct tfs_topic *t, int32_t n)
+{
+	struct tfs_plog **p = realloc(t->parts, sizeof(*p) * (size_t)n);
+
+	if (!p)
+		return -ENOMEM;
+	t->parts = p;
+	return 0;
+}
+
+/* Binary search; returns the index of name or where it would go (*found). */
+static size_t topic_pos(struct tfs_engine *e, const char *name, bool *found)
+{
+	size_t lo = 0, hi = e->ntopics;
+
+	*found = false;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(e->topics[mid]->name, name);
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int registry_insert(struct tfs_engine *e, struct tfs_topic *t)
+{
+	bool found;
+	size_t at = topic_pos(e, t->name, &found);
+
+	if (found)
+		return -EEXIST;
+	if (e->ntopics == e->captopics) {
+		size_t cap = e->captopics ? e->captopics * 2 : 16;
+		struct tfs_topic **p = realloc(e->topics, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		e->topics = p;
+		e->captopics = cap;
+	}
+	memmove(&e->topics[at + 1], &e->topics[at], (e->ntopics - at) * sizeof(*e->topics));
+	e->topics[at] = t;
+	e->ntopics++;
+	return 0;
+}
+
+struct tfs_topic *tfs_engine_topic_get(struct tfs_engine *e, const char *name)
+{
+	struct tfs_topic *t = NULL;
+	bool found;
+	size_t at;
+
+	pthread_rwlock_rdlock(&e->lock);
+	at = topic_pos(e, name, &found);
+	if (found) {
+		t = e->topics[at];
+		atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+	}
+	pthread_rwlock_unlock(&e->lock);
+	return t;
+}
+
+int tfs_engine_topic_names(struct tfs_engine *e, char ***names, size_t *count)
+{
+	size_t bytes = 0, n;
+	char **arr, *at;
+
+	pthread_rwlock_rdlock(&e->lock);
+	n = e->ntopics;
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(e->topics[i]->name) + 1;
+	arr = malloc(sizeof(*arr) * (n + 1) + bytes);
+	if (!arr) {
+		pthread_rwlock_unlock(&e->lock);
+		return -ENOMEM;
+	}
+	at = (char *)(arr + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(e->topics[i]->name) + 1;
+		memcpy(at, e->topics[i]->name, len);
+		arr[i] = at;
+		at += len;
+	}
+	arr[n] = NULL;
+	pthread_rwlock_unlock(&e->lock);
+	*names = arr;
+	*count = n;
+	return 0;
+}
+
+static int save_topic(struct tfs_topic *t)
+{
+	char path[PATH_CAP];
+
+	snprintf(path, sizeof(path), "%s/%s%s", t->e->data_dir, t->name, CONFIG_SUFFIX);
+	return tfs_topic_config_save(t->e->io, path, &t->cfg, &t->meta);
+}
+
+/* "<topic>-<N>.<stamp>-delete": a partition directory always ends in "-<N>",
+ * so the suffix cannot be a topic's own name. */
+static bool is_deleted_dir(const char *name)
+{
+	size_t n = strlen(name);
+	return n > strlen(DELETE_SUFFIX) && !strcmp(name + n - strlen(DELETE_SUFFIX), DELETE_SUFFIX);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st; (void)ftw;
+	if (type == FTW_DP)
+		return rmdir(path) < 0 ? -1 : 0;
+	return unlink(path) < 0 ? -1 : 0;
+}
+
+static int rmtree(const char *path)
+{
+	return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0;
+}
+
+int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                            uid_t uid, gid_t gid, mode_t mode)
+{
+	struct tfs_topic *t = NULL;
+	char path[PATH_CAP];
+	int32_t made = 0;
+	int rc;
+
+	if (e->cfg.read_only)
+		return TFS_EREADONLY;
+	if (!tfs_topic_name_valid(name)) {
+		tfs_log_warn("engine", "refusing topic name \"%s\": Kafka allows 1-249 of "
+		             "[A-Za-z0-9._-], not starting with '.'", name);
+		return -EINVAL;
+	}
+	if (partitions <= 0)
+		partitions = e->cfg.default_partitions;
+	if (partitions > MAX_PARTITIONS)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&e->lock);
+	{
+		bool found;
+		topic_pos(e, name, &found);
+		if (found) {
+			rc = -EEXIST;
+			goto out;
+		}
+	}
+	t = topic_alloc(e, name);
+	if (!t || grow_parts(t, partitions) < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	t->meta.uid = uid;
+	t->meta.gid = gid;
+	t->meta.mode = mode & 07777;
+	t->meta.partitions = partitions;
+	for (made = 0; made < partitions; made++) {
+		rc = open_partition(t, made, true, &t->parts[made]);
+		if (rc < 0)
+			goto out;
+		t->nparts = made + 1;
+	}
+	rc = tfs_io_fsync_dir(e->io, e->dirfd);
+	if (rc == 0)
+		rc = save_topic(t);              /* the commit point */
+	if (rc == 0)
+		rc = registry_insert(e, t);
+out:
+	pthread_rwlock_unlock(&e->lock);
+	if (rc < 0 && t) {
+		for (int32_t i = 0; i < t->nparts; i++) {
+			tfs_plog_close(t->parts[i]);
+			partition_path(path, sizeof(path), e, name, i);
+			rmtree(path);
+		}
+		t->nparts = 0;
+		topic_free(t);
+		tfs_log_error("engine", "cannot create topic %s: %s", name, tfs_strerror(rc));
+	} else if (rc == 0) {
+		tfs_log_info("engine", "created topic %s with %" PRId32 " partitions", name, partitions);
+	}
+	return rc;
+}
+
+int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
+{
+	struct tfs_topic *t;
+	char path[PATH_CAP], doomed[PATH_CAP + 64], cfg[PATH_CAP];
+	bool found;
+	size_t at;
+	int rc = 0;
+
+	if (e->cfg.read_only)
+		return TFS_EREADONLY;
+	pthread_rwlock_wrlock(&e->lock);
+	at = topic_pos(e, name, &found);
+	if (!found) {
+		pthread_rwlock_unlock(&e->lock);
+		return -ENOENT;
+	}
+	t = e->topics[at];
+	if (!force) {
+		for (int32_t i = 0; i < t->nparts; i++) {
+			if (tfs_plog_live_keys(t->parts[i]) > 0) {
+				pthread_rwlock_unlock(&e->lock);
+				return -ENOTEMPTY;
+			}
+		}
+	}
+	/* Mark first so that holders stop using the partitions, then take it out. */
+	atomic_store(&t->deleted, true);
+	memmove(&e->topics[at], &e->topics[at + 1], (e->ntopics - at - 1) * sizeof(*e->topics));
+	e->ntopics--;
+	pthread_mutex_lock(&t->lock);
+	for (int32_t i = 0; i < t->nparts; i++) {
+		partition_path(path, sizeof(path), e, name, i);
+		snprintf(doomed, sizeof(doomed), "%s.%" PRId64 DELETE_SUFFIX, path, tfs_now_ms());
+		int r = tfs_io_renameat(e->io, AT_FDCWD, path, AT_FDCWD, doomed);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	pthread_mutex_unlock(&t->lock);
+	config_name(cfg, sizeof(cfg), name);
+	if (rc == 0)
+		rc = tfs_io_unlinkat(e->io, e->dirfd, cfg, 0);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(e->io, e->dirfd);
+	pthread_rwlock_unlock(&e->lock);
+	if (rc < 0)
+		tfs_log_error("engine", "deleting topic %s failed half way: %s; the rest is "
+		              "finished at the next mount", name, tfs_strerror(rc));
+	else
+		tfs_log_info("engine", "deleted topic %s", name);
+	/* Files go once no reader holds the topic: its partitions close at the last
+	 * unref; the renamed directories are removed now or at the next open. */
+	{
+		DIR *d = fdopendir(dup(e->dirfd));
+		struct dirent *de;
+		size_t nlen = strlen(name);
+		while (d && (de = readdir(d))) {
+			if (!strncmp(de->d_name, name, nlen) && de->d_name[nlen] == '-' &&
+			    is_deleted_dir(de->d_name)) {
+				snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
+				rmtree(path);
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	tfs_topic_unref(t);
+	return rc;
+}
+
+int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
+{
+	struct tfs_plog *pl = NULL;
+	int rc;
+
+	if (t->e->cfg.read_only)
+		return TFS_EREADONLY;
+	pthread_mutex_lock(&t->lock);
+	if (atomic_load(&t->deleted)) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (partition != t->nparts || partition >= MAX_PARTITIONS) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = grow_parts(t, t->nparts + 1);
+	if (rc == 0)
+		rc = open_partition(t, partition, true, &pl);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(t->e->io, t->e->dirfd);
+	if (rc == 0) {
+		t->meta.partitions = partition + 1;
+		rc = save_topic(t);
+		if (rc < 0)
+			t->meta.partitions = partition;
+	}
+	if (rc == 0) {
+		t->parts[partition] = pl;
+		__atomic_store_n(&t->nparts, partition + 1, __ATOMIC_RELEASE);
+		tfs_log_info("engine", "added partition %" PRId32 " to topic %s", partition, t->name);
+	} else {
+		tfs_plog_close(pl);
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+void tfs_topic_get_config(struct tfs_topic *t, struct tfs_topic_config *c)
+{
+	pthread_mutex_lock(&t->lock);
+	*c = t->cfg;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m)
+{
+	pthread_mutex_lock(&t->lock);
+	*m = t->meta;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Persists a candidate config/meta and, on success, makes it current. */
+static int topic_commit(struct tfs_topic *t, const struct tfs_topic_config *c,
+                        const struct tfs_topic_meta *m)
+{
+	struct tfs_topic_config old_c = t->cfg;
+	struct tfs_topic_meta old_m = t->meta;
+	int rc;
+
+	if (t->e->cfg.read_only)
+		return TFS_EREADONLY;
+	if (atomic_load(&t->deleted))
+		return -ENOENT;
+	t->cfg = *c;
+	t->meta = *m;
+	rc = save_topic(t);
+	if (rc < 0) {
+		t->cfg = old_c;
+		t->meta = old_m;
+		return rc;
+	}
+	for (int32_t i = 0; i < t->nparts; i++)
+		tfs_plog_set_config(t->parts[i], &t->cfg);
+	return 0;
+}
+
+int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *value)
+{
+	struct tfs_topic_config c;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	c = t->cfg;
+	rc = tfs_topic_config_set(&c, name, value);
+	if (rc == 0)
+		rc = topic_commit(t, &c, &t->meta);
+	pthread_mutex_unlock(&t->lock);
+	if (rc == 0)
+		tfs_log_info("engine", "topic %s: %s=%s", t->name, name, value);
+	return rc;
+}
+
+int tfs_topic_set_owner(struct tfs_topic *t, uid_t uid, gid_t gid)
+{
+	struct tfs_topic_meta m;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	m = t->meta;
+	if (uid != (uid_t)-1)
+		m.uid = uid;
+	if (gid != (gid_t)-1)
+		m.gid = gid;
+	rc = topic_commit(t, &t->cfg, &m);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode)
+{
+	struct tfs_topic_meta m;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	m = t->meta;
+	m.mode = mode & 07777;
+	rc = topic_commit(t, &t->cfg, &m);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int tfs_engine_sync(struct tfs_engine *e)
+{
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&e->lock);
+	for (size_t i = 0; i < e->ntopics; i++) {
+		struct tfs_topic *t = e->topics[i];
+		for (int32_t p = 0; p < tfs_topic_partition_count(t); p++) {
+			int r = tfs_plog_sync(t->parts[p]);
+			if (r < 0 && rc == 0)
+				rc = r;
+		}
+	}
+	pthread_rwlock_unlock(&e->lock);
+	return rc;
+}
+
+/* ---- open ---- */
+
+/* Splits "<topic>-<N>" into its parts; false for anything else. */
+static bool parse_partition_dir(const char *name, char *topic, size_t cap, int32_t *p)
+{
+	const char *dash = strrchr(name, '-');
+	char *end;
+	long v;
+
+	if (!dash || dash == name || !dash[1] || (size_t)(dash - name) >= cap)
+		return false;
+	errno = 0;
+	v = strtol(dash + 1, &end, 10);
+	if (errno || *end || v < 0 || v >= MAX_PARTITIONS || (dash[1] == '0' && dash[2]))
+		return false;
+	memcpy(topic, name, (size_t)(dash - name));
+	topic[dash - name] = '\0';
+	*p = (int32_t)v;
+	return tfs_topic_name_valid(topic);
+}
+
+static bool dir_has_logs(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	bool any = false;
+
+	while (d && (de = readdir(d)))
+		if (strstr(de->d_name, ".log"))
+			any = true;
+	if (d)
+		closedir(d);
+	return any;
+}
+
+/* Finds the topic being assembled at open time, creating it. */
+static struct tfs_topic *open_topic_entry(struct tfs_engine *e, const char *name)
+{
+	bool found;
+	size_t at = topic_pos(e, name, &found);
+	struct tfs_topic *t;
+
+	if (found)
+		return e->topics[at];
+	t = topic_alloc(e, name);
+	if (!t)
+		return NULL;
+	t->meta.partitions = 0;
+	t->nparts = -1;                 /* "not loaded yet" marker during open */
+	if (registry_insert(e, t) < 0) {
+		topic_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static int load_topics(struct tfs_engine *e)
+{
+	DIR *d = fdopendir(dup(e->dirfd));
+	struct dirent *de;
+	char topic[TOPIC_NAME_MAX + 1], path[PATH_CAP];
+	int rc = 0;
+
+	if (!d)
+		return -errno;
+	/* pass 1: config files and partition directories name the topics */
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		int32_t p;
+		if (de->d_name[0] == '.')
+			continue;
+		if (is_deleted_dir(de->d_name) && !e->cfg.read_only) {
+			snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
+			tfs_log_info("engine", "removing %s left by a topic deletion", path);
+			rmtree(path);
+			continue;
+		}
+		if (n > strlen(CONFIG_SUFFIX) && !strcmp(de->d_name + n - strlen(CONFIG_SUFFIX), CONFIG_SUFFIX)) {
+			struct tfs_topic *t;
+			if (n - strlen(CONFIG_SUFFIX) > TOPIC_NAME_MAX)
+				continue;
+			memcpy(topic, de->d_name, n - strlen(CONFIG_SUFFIX));
+			topic[n - strlen(CONFIG_SUFFIX)] = '\0';
+			if (!tfs_topic_name_valid(topic))
+				continue;
+			t = open_topic_entry(e, topic);
+			if (!t) {
+				rc = -ENOMEM;
+				break;
+			}
+			snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
+			rc = tfs_topic_config_load(path, &t->cfg, &t->meta);
+			if (rc < 0) {
+				tfs_log_error("engine", "cannot load %s: %s; topic %s uses the defaults",
+				              path, tfs_strerror(rc), topic);
+				t->cfg = e->cfg.topic_defaults;
+				rc = 0;
+			} else {
+				t->nparts = -2;     /* has a config */
+			}
+		} else if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+			struct tfs_topic *t;
+			if (!parse_partition_dir(de->d_name, topic, sizeof(topic), &p))
+				continue;
+			t = open_topic_entry(e, topic);
+			if (!t) {
+				rc = -ENOMEM;
+				break;
+			}
+			/* with a config, its count rules: a directory past it is an add
+			 * that did not commit, and stays unused */
+			if (p + 1 > t->meta.partitions && t->nparts != -2)
+				t->meta.partitions = p + 1;
+		}
+	}
+	closedir(d);
+	if (rc < 0)
+		return rc;
+	/* pass 2: open the partitions of every topic */
+	for (size_t i = 0; i < e->ntopics; i++) {
+		struct tfs_topic *t = e->topics[i];
+		bool has_config = t->nparts == -2;
+		int32_t want = t->meta.partitions;
+
+		if (!has_config) {
+			/* no .config: a topic copied from a Kafka broker, or a creation that
+			 * never committed (empty directories) */
+			bool any = false;
+			for (int32_t p = 0; p < want; p++) {
+				partition_path(path, sizeof(path), e, t->name, p);
+				any |= dir_has_logs(path);
+			}
+			if (!any) {
+				for (int32_t p = 0; p < want && !e->cfg.read_only; p++) {
+					partition_path(path, sizeof(path), e, t->name, p);
+					rmtree(path);
+				}
+				tfs_log_info("engine", "removed uncommitted topic %s", t->name);
+				t->nparts = 0;
+				t->meta.partitions = 0;
+				continue;
+			}
+			tfs_log_info("engine", "topic %s has no %s file: using the defaults", t->name,
+			             CONFIG_SUFFIX);
+		}
+		t->nparts = 0;
+		if (want <= 0)
+			continue;
+		if (grow_parts(t, want) < 0)
+			return -ENOMEM;
+		for (int32_t p = 0; p < want; p++) {
+			partition_path(path, sizeof(path), e, t->name, p);
+			rc = open_partition(t, p, !e->cfg.read_only, &t->parts[p]);
+			if (rc < 0) {
+				tfs_log_error("engine", "cannot open %s: %s; topic %s is left out", path,
+				              tfs_strerror(rc), t->name);
+				break;
+			}
+			t->nparts = p + 1;
+		}
+		if (rc < 0) {
+			for (int32_t p = 0; p < t->nparts; p++)
+				tfs_plog_close(t->parts[p]);
+			t->nparts = 0;
+			t->meta.partitions = 0;
+			rc = 0;
+		}
+	}
+	/* drop topics that ended up with no partitions */
+	for (size_t i = 0; i < e->ntopics;) {
+		if (e->topics[i]->nparts == 0) {
+			topic_free(e->topics[i]);
+			memmove(&e->topics[i], &e->topics[i + 1], (e->ntopics - i - 1) * sizeof(*e->topics));
+			e->ntopics--;
+		} else {
+			i++;
+		}
+	}
+	return 0;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct tfs_engine *e = arg;
+
+	pthread_mutex_lock(&e->stop_lock);
+	while (!e->stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += FLUSH_TICK_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&e->stop_cond, &e->stop_lock, &ts);
+		if (e->stopping)
+			break;
+		pthread_mutex_unlock(&e->stop_lock);
+		pthread_rwlock_rdlock(&e->lock);
+		for (size_t i = 0; i < e->ntopics; i++) {
+			struct tfs_topic *t = e->topics[i];
+			int64_t flush_ms;
+			pthread_mutex_lock(&t->lock);
+			flush_ms = t->cfg.flush_ms;
+			pthread_mutex_unlock(&t->lock);
+			for (int32_t p = 0; p < tfs_topic_partition_count(t); p++)
+				tfs_plog_flush_if_older(t->parts[p], flush_ms);
+		}
+		pthread_rwlock_unlock(&e->lock);
+		pthread_mutex_lock(&e->stop_lock);
+	}
+	pthread_mutex_unlock(&e->stop_lock);
+	return NULL;
+}
+
+int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out)
+{
+	struct tfs_engine *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = NULL;
+	if (!e)
+		return -ENOMEM;
+	e->cfg = *cfg;
+	e->dirfd = -1;
+	pthread_rwlock_init(&e->lock, NULL);
+	pthread_mutex_init(&e->stop_lock, NULL);
+	pthread_cond_init(&e->stop_cond, NULL);
+	e->data_dir = realpath(cfg->data_dir, NULL);
+	if (!e->data_dir && errno == ENOENT && !cfg->read_only) {
+		if (mkdir(cfg->data_dir, 0755) == 0)
+			e->data_dir = realpath(cfg->data_dir, NULL);
+	}
+	if (!e->data_dir) {
+		rc = -errno;
+		tfs_log_error("engine", "cannot open data directory %s: %s", cfg->data_dir,
+		              tfs_strerror(rc));
+		goto fail;
+	}
+	e->cfg.data_dir = e->data_dir;
+	e->dirfd = open(e->data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (e->dirfd < 0) {
+		rc = -errno;
+		tfs_log_error("engine", "cannot open data directory %s: %s", e->data_dir,
+		              tfs_strerror(rc));
+		goto fail;
+	}
+	rc = tfs_io_create(cfg->io_kind, &e->io);
+	if (rc < 0) {
+		tfs_log_error("engine", "cannot start the %s io backend: %s",
+		              tfs_io_kind_name(cfg->io_kind), tfs_strerror(rc));
+		goto fail;
+	}
+	if (cfg->fault_spec && (rc = tfs_io_set_fault(e->io, cfg->fault_spec)) < 0) {
+		tfs_log_error("engine", "bad fault spec \"%s\"", cfg->fault_spec);
+		goto fail;
+	}
+	e->fdcache = tfs_fdcache_create(e->io, cfg->max_open_files ? cfg->max_open_files :
+	                                DEFAULT_MAX_OPEN_FILES);
+	if (!e->fdcache) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = load_topics(e);
+	if (rc < 0)
+		goto fail;
+	if (!cfg->read_only) {
+		rc = pthread_create(&e->flusher, NULL, flusher_main, e);
+		if (rc != 0) {
+			rc = -rc;
+			goto fail;
+		}
+		e->flusher_running = true;
+	}
+	tfs_log_info("engine", "opened %s (%zu topics, io %s%s)", e->data_dir, e->ntopics,
+	             tfs_io_kind_name(tfs_io_kind_of(e->io)), cfg->read_only ? ", read-only" : "");
+	*out = e;
+	return 0;
+fail:
+	tfs_engine_close(e);
+	return rc;
+}
+
+void tfs_engine_close(struct tfs_engine *e)
+{
+	if (!e)
+		return;
+	if (e->flusher_running) {
+		pthread_mutex_lock(&e->stop_lock);
+		e->stopping = true;
+		pthread_cond_signal(&e->stop_cond);
+		pthread_mutex_unlock(&e->stop_lock);
+		pthread_join(e->flusher, NULL);
+	}
+	for (size_t i = 0; i < e->ntopics; i++)
+		tfs_topic_unref(e->topics[i]);
+	free(e->topics);
+	tfs_fdcache_destroy(e->fdcache);
+	tfs_io_destroy(e->io);
+	if (e->dirfd >= 0)
+		close(e->dirfd);
+	pthread_rwlock_destroy(&e->lock);
+	pthread_mutex_destroy(&e->stop_lock);
+	pthread_cond_destroy(&e->stop_cond);
+	free(e->data_dir);
+	free(e);
+}

@@ -1,0 +1,99 @@
+/* engine.h - a data directory: its topics, their partitions, and the background
+ * threads (flusher now; cleaners later) that serve them.
+ *
+ * Owns: the io context, the fd cache, every topic and partition log, the
+ * background threads. DATA_DIR layout:
+ *
+ *   DATA_DIR/<topic>-<partition>/      Kafka segment files (see partition_log.h)
+ *   DATA_DIR/<topic>.config            topic config + ownership (topic_config.h);
+ *                                      its presence is the commit point of a
+ *                                      topic's creation
+ *   DATA_DIR/cleaner-offset-checkpoint Kafka's text format
+ *
+ * A partition directory without a .config file (copied out of a Kafka broker) is
+ * a topic with the mount's default config.
+ *
+ * Topics are reference counted: tfs_engine_topic_get returns a reference that keeps
+ * the topic's memory (not its files) alive after a delete, so a FUSE inode can
+ * outlive its topic and answer ENOENT.
+ *
+ * Threads: every function may be called from any thread.
+ * Errors: 0 or a negative errno / TFS_E* code; every failure is logged once.
+ */
+#ifndef TFS_ENGINE_H
+#define TFS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/partition_log.h"
+#include "engine/topic_config.h"
+#include "io/io.h"
+
+struct tfs_engine;
+struct tfs_topic;
+
+struct tfs_engine_config {
+	const char *data_dir;
+	enum tfs_io_kind io_kind;
+	bool read_only;
+	int32_t default_partitions;               /* for new topics, >= 1 */
+	struct tfs_topic_config topic_defaults;
+	struct tfs_cleaner_config cleaner;
+	unsigned max_open_files;                  /* segment fd cache bound; 0 = 4096 */
+	const char *fault_spec;                   /* io fault injection (tests); NULL */
+};
+
+void tfs_engine_config_defaults(struct tfs_engine_config *c);
+
+/* Opens data_dir (creating it unless read-only), opens every topic and partition.
+ * A partition that fails to open is logged and left out; others go on. */
+int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out);
+/* Stops background threads, closes every partition (flushing). NULL ok. */
+void tfs_engine_close(struct tfs_engine *e);
+
+struct tfs_io *tfs_engine_io(struct tfs_engine *e);
+bool tfs_engine_read_only(const struct tfs_engine *e);
+const char *tfs_engine_data_dir(const struct tfs_engine *e);
+
+/* Kafka's rule: 1..249 of [A-Za-z0-9._-], not "." or "..", not starting with '.'. */
+bool tfs_topic_name_valid(const char *name);
+
+/* Creates a topic with partitions partitions (<= 0: the default), owned by uid/gid
+ * with permission bits mode. -EEXIST, -EINVAL (bad name), TFS_EREADONLY. */
+int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                            uid_t uid, gid_t gid, mode_t mode);
+/* Deletes a topic and its files. -ENOTEMPTY if any partition holds a live key
+ * unless force (topicctl delete tombstones first, then deletes). */
+int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force);
+
+/* Returns a new reference to the named topic, or NULL. tfs_topic_unref. */
+struct tfs_topic *tfs_engine_topic_get(struct tfs_engine *e, const char *name);
+void tfs_topic_unref(struct tfs_topic *t);
+/* Names of all topics, sorted; *names is one malloc'd array of pointers into the
+ * same block (free(*names) frees all). */
+int tfs_engine_topic_names(struct tfs_engine *e, char ***names, size_t *count);
+
+const char *tfs_topic_name(const struct tfs_topic *t);
+bool tfs_topic_deleted(const struct tfs_topic *t);
+int32_t tfs_topic_partition_count(struct tfs_topic *t);
+/* Borrowed partition log, valid while the caller holds its topic reference and
+ * the topic is not deleted. NULL if out of range. */
+struct tfs_plog *tfs_topic_partition(struct tfs_topic *t, int32_t partition);
+/* Adds partition number == current count. -EINVAL otherwise. */
+int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition);
+
+/* Config and ownership: copies out / validates, applies to every partition and
+ * persists atomically; on error nothing changes. */
+void tfs_topic_get_config(struct tfs_topic *t, struct tfs_topic_config *c);
+int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *value);
+void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m);
+int tfs_topic_set_owner(struct tfs_topic *t, uid_t uid, gid_t gid);
+int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
+
+/* Makes every partition of every topic durable. */
+int tfs_engine_sync(struct tfs_engine *e);
+
+#endif

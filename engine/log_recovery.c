@@ -1,0 +1,477 @@
+/* log_recovery.c - opening a partition directory: leftover files, torn tails,
+ * indexes and the key directory.
+ *
+ * Steps (Kafka's LogLoader, adapted):
+ *   1. leftovers: *.deleted and *.tmp are removed; *.cleaned are removed; a *.swap
+ *      whose offset is at or past the lowest *.cleaned belongs to an interrupted
+ *      swap and is removed; the remaining *.swap files complete their swap: the
+ *      originals they cover are removed and the .swap suffix dropped. Index files
+ *      without a .log are removed.
+ *   2. every segment is scanned from position 0: each batch's header and CRC are
+ *      checked, its records feed the key directory, and the in-memory indexes are
+ *      rebuilt. In the last segment, the first invalid or incomplete batch starts a
+ *      torn tail: it is truncated and the cut is logged. In a sealed segment an
+ *      invalid batch is corruption, not a torn tail (invariant 5): nothing is cut,
+ *      reads past it fail with TFS_ECORRUPT, and the partition is marked
+ *      uncleanable with the reason.
+ *   3. sealed segments whose .index/.timeindex are missing or differ from the
+ *      rebuilt ones get them rewritten (logged).
+ *   4. an empty directory gets an empty segment at offset 0.
+ * A read-only open does steps 2 and 4 in memory only and changes no file.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/plog_internal.h"
+#include "io/log.h"
+
+#define RECOVERY_CHUNK (4u << 20)       /* sequential read size of the open scan */
+#define MAX_BATCH_BYTES (256u << 20)
+#define PATH_CAP 4096
+#define REASON_CAP 512
+
+struct dir_scan {
+	tfs_offset_t *logs;                 /* bases of *.log files */
+	size_t nlogs, caplogs;
+	tfs_offset_t min_cleaned;           /* INT64_MAX when none */
+};
+
+static int push_base(struct dir_scan *d, tfs_offset_t base)
+{
+	if (d->nlogs == d->caplogs) {
+		size_t cap = d->caplogs ? d->caplogs * 2 : 16;
+		tfs_offset_t *p = realloc(d->logs, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		d->logs = p;
+		d->caplogs = cap;
+	}
+	d->logs[d->nlogs++] = base;
+	return 0;
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+	tfs_offset_t x = *(const tfs_offset_t *)a, y = *(const tfs_offset_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void remove_file(struct tfs_plog *pl, const char *name, const char *why)
+{
+	int rc = tfs_io_unlinkat(pl->env.io, pl->dirfd, name, 0);
+
+	if (rc < 0 && rc != -ENOENT)
+		tfs_log_warn("recovery", "cannot remove %s/%s: %s", pl->path, name, tfs_strerror(rc));
+	else
+		tfs_log_info("recovery", "removed %s/%s (%s)", pl->path, name, why);
+}
+
+/* Step 1, first pass: removes plain leftovers, notes .cleaned, lists .log files.
+ * Leaves .swap files for complete_swaps(). */
+static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
+{
+	DIR *dir = fdopendir(dup(pl->dirfd));
+	struct dirent *de;
+	int rc = 0;
+
+	if (!dir)
+		return -errno;
+	rewinddir(dir);
+	d->min_cleaned = INT64_MAX;
+	while ((de = readdir(dir))) {
+		tfs_offset_t base;
+		const char *suffix;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (ends_with(de->d_name, ".tmp")) {
+			if (!pl->env.read_only)
+				remove_file(pl, de->d_name, "stale temporary file");
+			continue;
+		}
+		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0)
+			continue;
+		if (ends_with(suffix, ".deleted")) {
+			if (!pl->env.read_only)
+				remove_file(pl, de->d_name, "deletion left by a previous run");
+		} else if (ends_with(suffix, ".cleaned")) {
+			if (base < d->min_cleaned)
+				d->min_cleaned = base;
+		} else if (ends_with(suffix, ".swap")) {
+			*have_swap = true;
+		} else if (!strcmp(suffix, ".log")) {
+			rc = push_base(d, base);
+			if (rc < 0)
+				break;
+		}
+	}
+	closedir(dir);
+	return rc;
+}
+
+/* Step 1, second pass: .cleaned files and the .swap files of an interrupted swap
+ * go; complete swaps are finished. Kafka's crash matrix (reference §2.9). */
+static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
+{
+	DIR *dir = fdopendir(dup(pl->dirfd));
+	struct dirent *de;
+	char **swaps = NULL;
+	size_t nswaps = 0, cap = 0;
+	int rc = 0;
+
+	if (!dir)
+		return -errno;
+	rewinddir(dir);    /* a dup shares the position the first pass left at the end */
+	while ((de = readdir(dir))) {
+		tfs_offset_t base;
+		const char *suffix;
+
+		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0)
+			continue;
+		if (ends_with(suffix, ".cleaned")) {
+			remove_file(pl, de->d_name, "output of an interrupted cleaning pass");
+		} else if (ends_with(suffix, ".swap")) {
+			if (base >= d->min_cleaned) {
+				remove_file(pl, de->d_name, "part of an interrupted swap");
+				continue;
+			}
+			if (nswaps == cap) {
+				size_t ncap = cap ? cap * 2 : 8;
+				char **p = realloc(swaps, ncap * sizeof(*p));
+				if (!p) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				swaps = p;
+				cap = ncap;
+			}
+			if (!(swaps[nswaps] = strdup(de->d_name))) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			nswaps++;
+		}
+	}
+	/* A .swap .log replaces every original segment whose base lies in
+	 * [its base, the next swap or original that starts past its last offset).
+	 * The swap's own files are renamed into place last; its originals with
+	 * other bases were already renamed .deleted or are removed here. */
+	for (size_t i = 0; i < nswaps; i++) {
+		tfs_offset_t base;
+		const char *suffix;
+		char final[PATH_CAP];
+
+		tfs_segment_parse_name(swaps[i], &base, &suffix);
+		if (!strcmp(suffix, ".log.swap")) {
+			/* originals inside the swap's range other than its own base */
+			struct tfs_segment *sw = NULL;
+			char path[PATH_CAP];
+			uint8_t hdr[TFS_BATCH_HEADER_BYTES];
+			tfs_pos_t pos = 0;
+			tfs_offset_t next = base;
+
+			snprintf(path, sizeof(path), "%s/%s", pl->path, swaps[i]);
+			rc = tfs_segment_open(pl->env.io, pl->env.fdcache, pl->path, base, 0, &sw);
+			if (rc < 0)
+				goto out;
+			tfs_fdcache_slot_set_path(pl->env.fdcache, &sw->log, path);
+			atomic_store(&sw->size, INT64_MAX);
+			for (;;) {
+				struct tfs_batch_header h;
+				if (tfs_segment_read(sw, hdr, sizeof(hdr), pos) != (ssize_t)sizeof(hdr))
+					break;
+				if (tfs_batch_header_decode(hdr, sizeof(hdr), &h, NULL) < 0)
+					break;
+				next = tfs_batch_last_offset(&h) + 1;
+				pos += (tfs_pos_t)tfs_batch_size(&h);
+			}
+			tfs_segment_unref(sw);
+			for (size_t j = 0; j < d->nlogs; j++) {
+				if (d->logs[j] > base && d->logs[j] < next) {
+					static const char *const sfx[] = { ".log", ".index", ".timeindex" };
+					for (size_t k = 0; k < 3; k++) {
+						char name[64];
+						snprintf(name, sizeof(name), "%020" PRId64 "%s", d->logs[j], sfx[k]);
+						remove_file(pl, name, "replaced by a completed swap");
+					}
+					d->logs[j] = -1;
+				}
+			}
+		}
+		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(".swap")), swaps[i]);
+		rc = tfs_io_renameat(pl->env.io, pl->dirfd, swaps[i], pl->dirfd, final);
+		if (rc < 0)
+			goto out;
+		tfs_log_info("recovery", "completed swap of %s/%s", pl->path, final);
+		if (!strcmp(suffix, ".log.swap")) {
+			bool known = false;
+			for (size_t j = 0; j < d->nlogs; j++)
+				known |= d->logs[j] == base;
+			if (!known && (rc = push_base(d, base)) < 0)
+				goto out;
+		}
+	}
+	if (nswaps)
+		rc = tfs_io_fsync_dir(pl->env.io, pl->dirfd);
+out:
+	for (size_t i = 0; i < nswaps; i++)
+		free(swaps[i]);
+	free(swaps);
+	closedir(dir);
+	return rc;
+}
+
+/* Applies the records of one valid batch to the key directory. */
+static int index_keys(struct tfs_plog *pl, struct tfs_record_iter *it, const uint8_t *batch,
+                      size_t size, const char **why)
+{
+	struct tfs_record r;
+	int rc = tfs_record_iter_reset(it, batch, size, why);
+
+	if (rc < 0)
+		return rc;
+	if (it->h.attributes & TFS_ATTR_CONTROL)
+		return 0;                     /* transaction markers carry no data key */
+	while ((rc = tfs_record_iter_next(it, &r, why)) == 1) {
+		if (r.key_null)
+			continue;
+		if (r.value_null) {
+			tfs_keydir_remove(pl->kd, r.key, r.offset);
+		} else {
+			struct tfs_keyinfo info = { r.offset, r.timestamp, (uint32_t)r.value.len };
+			if (tfs_keydir_put(pl->kd, r.key, &info) < 0)
+				return -ENOMEM;
+		}
+	}
+	return rc;
+}
+
+/* Step 2 for one segment. Returns 0 with the segment's size set; for the last
+ * segment a torn tail is cut. expect: the smallest base offset allowed. */
+static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
+                        tfs_offset_t expect, uint8_t **buf, size_t *cap,
+                        struct tfs_record_iter *it)
+{
+	tfs_pos_t pos = 0, file_size, wstart = 0;
+	size_t wlen = 0;
+	const char *why = NULL;
+	int rc = 0;
+	char reason[REASON_CAP];
+
+	atomic_store(&seg->size, INT64_MAX);   /* reads are bounded by the file here */
+	{
+		int fd = tfs_fdcache_get(pl->env.fdcache, &seg->log);
+		off_t end;
+		if (fd < 0)
+			return fd;
+		end = lseek(fd, 0, SEEK_END);
+		tfs_fdcache_put(pl->env.fdcache, &seg->log);
+		if (end < 0)
+			return -errno;
+		file_size = end;
+	}
+	tfs_segment_reset_index(seg);
+	while (pos < file_size) {
+		struct tfs_batch_header h;
+		size_t size, off;
+
+		/* make at least a header available */
+		if (pos + TFS_BATCH_HEADER_BYTES > wstart + (tfs_pos_t)wlen) {
+			size_t want = RECOVERY_CHUNK;
+			ssize_t n;
+			if (want > *cap) {
+				uint8_t *p = realloc(*buf, want);
+				if (!p)
+					return -ENOMEM;
+				*buf = p;
+				*cap = want;
+			}
+			n = tfs_segment_read(seg, *buf, want, pos);
+			if (n < 0)
+				return (int)n;
+			wstart = pos;
+			wlen = (size_t)n;
+		}
+		off = (size_t)(pos - wstart);
+		rc = tfs_batch_header_decode(*buf + off, wlen - off, &h, &why);
+		if (rc == -EAGAIN) {
+			why = "incomplete batch header";
+			rc = TFS_ECORRUPT;
+		}
+		if (rc < 0)
+			break;
+		size = tfs_batch_size(&h);
+		if (size > MAX_BATCH_BYTES || pos + (tfs_pos_t)size > file_size) {
+			why = "batch extends past the end of the segment";
+			rc = TFS_ECORRUPT;
+			break;
+		}
+		if (off + size > wlen) {
+			ssize_t n;
+			if (size > *cap) {
+				uint8_t *p = realloc(*buf, size);
+				if (!p)
+					return -ENOMEM;
+				*buf = p;
+				*cap = size;
+			}
+			n = tfs_segment_read(seg, *buf, *cap, pos);
+			if (n < 0)
+				return (int)n;
+			wstart = pos;
+			wlen = (size_t)n;
+			off = 0;
+			if (wlen < size) {
+				why = "short read";
+				rc = TFS_ECORRUPT;
+				break;
+			}
+		}
+		rc = tfs_batch_check_crc(*buf + off, size, &why);
+		if (rc < 0)
+			break;
+		if (h.base_offset < expect || h.last_offset_delta < 0) {
+			why = "batch offsets go backwards";
+			rc = TFS_ECORRUPT;
+			break;
+		}
+		rc = index_keys(pl, it, *buf + off, size, &why);
+		if (rc < 0)
+			break;
+		rc = tfs_segment_note_batch(seg, pos, size, h.base_offset, tfs_batch_last_offset(&h),
+		                            h.max_timestamp);
+		if (rc < 0)
+			return rc;
+		expect = tfs_batch_last_offset(&h) + 1;
+		pos += (tfs_pos_t)size;
+	}
+	atomic_store(&seg->size, pos);
+	if (rc == -ENOMEM || rc == TFS_EUNSUPPORTED) {
+		if (rc == TFS_EUNSUPPORTED)
+			tfs_log_error("recovery", "%s/%020" PRId64 ".log at %" PRId64 ": %s", pl->path,
+			              seg->base_offset, pos, why ? why : "unsupported record format");
+		return rc;
+	}
+	if (rc == 0)
+		return 0;
+	snprintf(reason, sizeof(reason), "%s/%020" PRId64 ".log at position %" PRId64 ": %s",
+	         pl->path, seg->base_offset, pos, why ? why : "invalid batch");
+	if (last && !pl->env.read_only) {
+		tfs_log_warn("recovery", "truncated torn tail of %" PRId64 " bytes from %s",
+		             file_size - pos, reason);
+		return tfs_segment_truncate(seg, pos);
+	}
+	if (last) {
+		tfs_log_warn("recovery", "ignoring %" PRId64 " bytes of torn tail (read-only) of %s",
+		             file_size - pos, reason);
+		return 0;
+	}
+	tfs_log_error("recovery", "corrupt sealed segment, left as it is: %s", reason);
+	seg->corrupt_at = pos;
+	if (!pl->uncleanable_reason)
+		pl->uncleanable_reason = strdup(reason);
+	return 0;
+}
+
+int tfs__plog_recover(struct tfs_plog *pl)
+{
+	struct dir_scan d = { 0 };
+	struct tfs_seglist *list = NULL;
+	struct tfs_record_iter it;
+	uint8_t *buf = NULL;
+	size_t cap = 0, n = 0;
+	bool have_swap = false;
+	tfs_offset_t expect = 0;
+	int rc;
+
+	tfs_record_iter_init(&it);
+	rc = list_dir(pl, &d, &have_swap);
+	if (rc < 0)
+		goto out;
+	if (!pl->env.read_only && (have_swap || d.min_cleaned != INT64_MAX)) {
+		rc = complete_swaps(pl, &d);
+		if (rc < 0)
+			goto out;
+	}
+	if (d.nlogs)
+		qsort(d.logs, d.nlogs, sizeof(*d.logs), cmp_offset);
+	list = tfs__seglist_alloc((int)d.nlogs + 1);
+	if (!list) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	list->count = 0;
+	for (size_t i = 0; i < d.nlogs; i++) {
+		struct tfs_segment *seg;
+		if (d.logs[i] < 0)
+			continue;
+		rc = tfs_segment_open(pl->env.io, pl->env.fdcache, pl->path, d.logs[i],
+		                      pl->cfg.index_interval_bytes, &seg);
+		if (rc < 0)
+			goto out;
+		list->seg[list->count++] = seg;
+	}
+	for (int i = 0; i < list->count; i++) {
+		struct tfs_segment *seg = list->seg[i];
+		bool last = i == list->count - 1;
+		rc = scan_segment(pl, seg, last, expect, &buf, &cap, &it);
+		if (rc < 0)
+			goto out;
+		if (seg->next_offset > expect)
+			expect = seg->next_offset;
+		if (seg->base_offset > expect)
+			expect = seg->base_offset;
+		n++;
+		if (!last) {
+			seg->sealed = true;
+			if (!pl->env.read_only && seg->corrupt_at < 0 && !tfs_segment_indexes_match(seg)) {
+				tfs_log_warn("recovery", "rebuilt index of %s/%020" PRId64 ".log", pl->path,
+				             seg->base_offset);
+				rc = tfs_segment_write_indexes(seg, pl->dirfd, false);
+				if (rc < 0)
+					goto out;
+			}
+		}
+	}
+	if (list->count == 0) {
+		struct tfs_segment *seg = NULL;
+		if (pl->env.read_only) {
+			rc = TFS_EREADONLY;
+			tfs_log_error("recovery", "%s has no segments and the mount is read-only", pl->path);
+			goto out;
+		}
+		rc = tfs_segment_create(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path, 0,
+		                        pl->cfg.index_interval_bytes, &seg);
+		if (rc < 0)
+			goto out;
+		list->seg[list->count++] = seg;
+	}
+	pl->segs = list;
+	list = NULL;
+	{
+		struct tfs_segment *active = pl->segs->seg[pl->segs->count - 1];
+		pl->end_offset = active->next_offset > expect ? active->next_offset : expect;
+		if (active->next_offset == active->base_offset && active->base_offset > pl->end_offset)
+			pl->end_offset = active->base_offset;
+	}
+	tfs_log_info("recovery", "opened %s: %zu segments, offsets up to %" PRId64 ", %zu live keys",
+	             pl->path, n, pl->end_offset, tfs_keydir_count(pl->kd));
+out:
+	tfs__seglist_put(list);
+	tfs_record_iter_release(&it);
+	free(buf);
+	free(d.logs);
+	return rc;
+}

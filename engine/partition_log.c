@@ -1,0 +1,601 @@
+/* partition_log.c - appends (group commit), rolls, sync, and the partition's
+ * lifecycle. Reads live in plog_read.c, open-time recovery in log_recovery.c.
+ *
+ * An append, step by step:
+ *
+ *   caller                      leader (first waiter in the queue)
+ *   ------                      ----------------------------------
+ *   check size (EFBIG)
+ *   enqueue, wait  ---------->  take the waiters queued now (byte budget)
+ *                               roll if the active segment is full or old
+ *                               encode: one batch per max.message.bytes, a unit
+ *                                 never split; offsets assigned here
+ *                               one write (+ linked fdatasync if any durable)
+ *                               under pl->lock: index entries, committed size,
+ *                                 end offset, key directory
+ *   woken with result  <------  complete the group, hand leadership on
+ *
+ * On a write error the tail is truncated back to the committed size, so nothing
+ * of the failed group is ever visible, and every waiter of the group gets the
+ * error.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/plog_internal.h"
+#include "io/log.h"
+
+#define GROUP_BUDGET_BYTES (8u << 20)   /* most bytes one leader commits at once */
+#define DIR_MODE 0755
+#define SUBMIT_ROLL SIZE_MAX            /* submit()'s bytes for a roll request */
+
+struct tfs__waiter {
+	const struct tfs_append_rec *recs;
+	size_t count;
+	size_t bytes;                 /* encoded size estimate of the unit's records */
+	bool durable;
+	bool roll;                    /* a roll request: runs alone, in queue order */
+	bool done;
+	int result;
+	tfs_offset_t first;
+	int64_t timestamp;
+	pthread_cond_t cond;
+	struct tfs__waiter *next;
+};
+
+/* ---- segment lists ---- */
+
+struct tfs_seglist *tfs__seglist_alloc(int count)
+{
+	struct tfs_seglist *l = calloc(1, sizeof(*l) + sizeof(l->seg[0]) * (size_t)(count + 1));
+
+	if (!l)
+		return NULL;
+	atomic_init(&l->refs, 1);
+	l->count = count;
+	return l;
+}
+
+struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl)
+{
+	struct tfs_seglist *l;
+
+	pthread_rwlock_rdlock(&pl->lock);
+	l = pl->segs;
+	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+	pthread_rwlock_unlock(&pl->lock);
+	return l;
+}
+
+void tfs__seglist_put(struct tfs_seglist *l)
+{
+	if (!l || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	for (int i = 0; i < l->count; i++)
+		tfs_segment_unref(l->seg[i]);
+	free(l);
+}
+
+int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset)
+{
+	int lo = 0, hi = l->count - 1, found = -1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (l->seg[mid]->base_offset <= offset) {
+			found = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	return found;
+}
+
+static struct tfs_segment *active_segment(struct tfs_plog *pl)
+{
+	return pl->segs->seg[pl->segs->count - 1];
+}
+
+/* ---- open / close ---- */
+
+int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
+                  struct tfs_plog **out)
+{
+	struct tfs_plog *pl = NULL;
+	int rc;
+
+	*out = NULL;
+	if (create && !env->read_only) {
+		rc = tfs_io_mkdirat(env->io, AT_FDCWD, path, DIR_MODE);
+		if (rc < 0 && rc != -EEXIST) {
+			tfs_log_error("plog", "cannot create %s: %s", path, tfs_strerror(rc));
+			return rc;
+		}
+	}
+	pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return -ENOMEM;
+	pl->dirfd = -1;
+	pl->env = *env;
+	pl->cfg = *env->config;
+	pl->path = strdup(path);
+	pl->kd = tfs_keydir_create();
+	if (!pl->path || !pl->kd) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	pthread_rwlock_init(&pl->lock, NULL);
+	pthread_mutex_init(&pl->q_lock, NULL);
+	tfs_batch_builder_init(&pl->builder);
+	atomic_init(&pl->unsynced_since_ms, 0);
+	pl->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pl->dirfd < 0) {
+		rc = -errno;
+		tfs_log_error("plog", "cannot open %s: %s", path, tfs_strerror(rc));
+		goto fail_locks;
+	}
+	rc = tfs__plog_recover(pl);
+	if (rc < 0)
+		goto fail_locks;
+	if (!env->read_only) {
+		rc = tfs_segment_pin(active_segment(pl));
+		if (rc < 0)
+			goto fail_locks;
+	}
+	*out = pl;
+	return 0;
+fail_locks:
+	pthread_rwlock_destroy(&pl->lock);
+	pthread_mutex_destroy(&pl->q_lock);
+	tfs_batch_builder_release(&pl->builder);
+fail:
+	if (pl) {
+		tfs__seglist_put(pl->segs);
+		if (pl->dirfd >= 0)
+			close(pl->dirfd);
+		tfs_keydir_destroy(pl->kd);
+		free(pl->path);
+		free(pl);
+	}
+	return rc;
+}
+
+void tfs_plog_close(struct tfs_plog *pl)
+{
+	if (!pl)
+		return;
+	if (!pl->env.read_only && pl->failed == 0) {
+		struct tfs_segment *s = active_segment(pl);
+		tfs_segment_write_indexes(s, pl->dirfd, true);
+	}
+	tfs__seglist_put(pl->segs);
+	tfs_keydir_destroy(pl->kd);
+	tfs_batch_builder_release(&pl->builder);
+	free(pl->wbuf);
+	free(pl->uncleanable_reason);
+	pthread_rwlock_destroy(&pl->lock);
+	pthread_mutex_destroy(&pl->q_lock);
+	close(pl->dirfd);
+	free(pl->path);
+	free(pl);
+}
+
+void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config)
+{
+	/* Appenders read cfg only as leader, under q_lock's handover; take both. */
+	pthread_mutex_lock(&pl->q_lock);
+	pthread_rwlock_wrlock(&pl->lock);
+	pl->cfg = *config;
+	pthread_rwlock_unlock(&pl->lock);
+	pthread_mutex_unlock(&pl->q_lock);
+}
+
+const char *tfs_plog_path(const struct tfs_plog *pl)
+{
+	return pl->path;
+}
+
+/* ---- appends ---- */
+
+/* Upper bound of one record's encoded size (Kafka's MAX_RECORD_OVERHEAD is 21). */
+static size_t record_bytes(const struct tfs_append_rec *r)
+{
+	enum { RECORD_OVERHEAD = 21, VARINT_MAX = 5 };
+	size_t n = RECORD_OVERHEAD + VARINT_MAX * 3 + r->key.len + r->value.len;
+
+	for (uint32_t i = 0; i < r->header_count; i++)
+		n += VARINT_MAX * 2 + r->headers[i].key.len + r->headers[i].value.len;
+	return n;
+}
+
+/* Rolls when the active segment cannot take incoming more bytes, is older than
+ * segment.ms, or its index is full (Kafka's LogSegment.shouldRoll). Leader only. */
+static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_offset)
+{
+	struct tfs_segment *s = active_segment(pl);
+	int64_t size = tfs_segment_size(s);
+	int64_t seg_ms = pl->cfg.segment_ms;
+
+	if (size == 0)
+		return false;
+	if ((pl->cfg.cleanup_policy & TFS_POLICY_COMPACT) && pl->cfg.max_compaction_lag_ms > 0 &&
+	    pl->cfg.max_compaction_lag_ms < seg_ms)
+		seg_ms = pl->cfg.max_compaction_lag_ms;
+	if (size > pl->cfg.segment_bytes - (int64_t)incoming)
+		return true;
+	if (tfs_now_ms() - (s->first_batch_timestamp > 0 ? s->first_batch_timestamp : s->created_ms) > seg_ms)
+		return true;
+	if (tfs_segment_index_full(s, pl->cfg.segment_index_bytes))
+		return true;
+	return last_offset - s->base_offset > INT32_MAX;
+}
+
+/* Seals the active segment (indexes written, everything fsynced) and publishes a
+ * new list with a fresh active segment at end_offset. Leader only. */
+static int roll_locked(struct tfs_plog *pl)
+{
+	struct tfs_segment *old = active_segment(pl), *fresh = NULL;
+	struct tfs_seglist *nl;
+	int rc;
+
+	old->sealed = true;
+	rc = tfs_segment_write_indexes(old, pl->dirfd, true);
+	if (rc < 0)
+		goto fail;
+	rc = tfs_segment_create(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path, pl->end_offset,
+	                        pl->cfg.index_interval_bytes, &fresh);
+	if (rc < 0)
+		goto fail;
+	rc = tfs_segment_pin(fresh);
+	if (rc < 0)
+		goto fail;
+	nl = tfs__seglist_alloc(pl->segs->count + 1);
+	if (!nl) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < pl->segs->count; i++)
+		nl->seg[i] = tfs_segment_ref(pl->segs->seg[i]);
+	nl->seg[pl->segs->count] = fresh;
+	pthread_rwlock_wrlock(&pl->lock);
+	{
+		struct tfs_seglist *prev = pl->segs;
+		pl->segs = nl;
+		pthread_rwlock_unlock(&pl->lock);
+		tfs_segment_unpin(old);
+		tfs__seglist_put(prev);
+	}
+	/* everything up to the roll was fsynced with the old segment */
+	atomic_store(&pl->unsynced_since_ms, 0);
+	tfs_log_info("plog", "rolled %s at offset %" PRId64, pl->path, pl->end_offset);
+	return 0;
+fail:
+	old->sealed = false;
+	tfs_segment_unref(fresh);
+	tfs_log_error("plog", "cannot roll %s: %s", pl->path, tfs_strerror(rc));
+	return rc;
+}
+
+static int wbuf_reserve(struct tfs_plog *pl, size_t need)
+{
+	if (need <= pl->wcap)
+		return 0;
+	size_t cap = pl->wcap ? pl->wcap : 65536;
+	while (cap < need)
+		cap *= 2;
+	uint8_t *p = realloc(pl->wbuf, cap);
+	if (!p)
+		return -ENOMEM;
+	pl->wbuf = p;
+	pl->wcap = cap;
+	return 0;
+}
+
+/* Where each encoded batch of the group landed, for the index. */
+struct batch_span {
+	size_t at, size;
+	tfs_offset_t base, last;
+	int64_t max_ts;
+};
+
+static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batch_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->base_offset = base;
+	p->attributes = (int16_t)(pl->cfg.compression & TFS_ATTR_CODEC_MASK);
+	if (pl->cfg.timestamp_type == TFS_TS_LOG_APPEND_TIME)
+		p->attributes |= TFS_ATTR_LOG_APPEND_TIME;
+	p->leader_epoch = -1;
+	p->producer_id = -1;
+	p->producer_epoch = -1;
+	p->base_sequence = -1;
+}
+
+static int finish_batch(struct tfs_plog *pl, size_t *wlen, struct batch_span *spans, int *nspans,
+                        tfs_offset_t base, tfs_offset_t last, int64_t ts)
+{
+	const uint8_t *out;
+	size_t len;
+	int rc = tfs_batch_builder_finish(&pl->builder, -1, &out, &len);
+
+	if (rc < 0)
+		return rc;
+	rc = wbuf_reserve(pl, *wlen + len);
+	if (rc < 0)
+		return rc;
+	memcpy(pl->wbuf + *wlen, out, len);
+	spans[*nspans] = (struct batch_span){ *wlen, len, base, last, ts };
+	(*nspans)++;
+	*wlen += len;
+	return 0;
+}
+
+/* Encodes, writes and publishes the group's n waiters from head. Leader only;
+ * called without q_lock, so it walks exactly n links: the last member's next
+ * may be set by a new arrival at any moment. Returns 0 or the error every
+ * waiter of the group gets. */
+static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
+{
+	struct tfs__waiter *w;
+	size_t incoming = 0, wlen = 0, batch_bytes = 0;
+	size_t nunits = 0;
+	bool durable = false;
+	int64_t now = tfs_now_ms();
+	tfs_offset_t next = pl->end_offset, batch_base = next;
+	struct batch_span *spans = NULL;
+	int nspans = 0, rc = 0;
+	struct tfs_segment *seg;
+	tfs_pos_t pos;
+	bool in_batch = false;
+	struct tfs_batch_params params;
+
+	size_t k;
+
+	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+		incoming += w->bytes;
+		durable |= w->durable;
+		nunits++;
+	}
+	if (incoming == 0)
+		goto sync_only;
+	if (pl->failed < 0) {
+		rc = pl->failed;
+		goto out;
+	}
+	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nunits)) {
+		rc = roll_locked(pl);
+		if (rc < 0)
+			goto out;
+	}
+	spans = malloc(sizeof(*spans) * nunits);
+	if (!spans) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* One batch per max.message.bytes; a unit never spans two batches. */
+	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+		if (w->count == 0)
+			continue;
+		if (in_batch && batch_bytes + w->bytes > (size_t)pl->cfg.max_message_bytes) {
+			rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now);
+			if (rc < 0)
+				goto out;
+			in_batch = false;
+		}
+		if (!in_batch) {
+			batch_base = next;
+			batch_params(pl, batch_base, &params);
+			tfs_batch_builder_reset(&pl->builder, &params);
+			batch_bytes = TFS_BATCH_HEADER_BYTES;
+			in_batch = true;
+		}
+		w->first = next;
+		w->timestamp = now;
+		for (size_t i = 0; i < w->count; i++) {
+			const struct tfs_append_rec *r = &w->recs[i];
+			struct tfs_record_in in = {
+				.key = r->key, .key_null = r->key_null,
+				.value = r->value, .value_null = r->value_null,
+				.timestamp = now, .headers = r->headers, .header_count = r->header_count,
+			};
+			rc = tfs_batch_builder_add(&pl->builder, &in);
+			if (rc < 0)
+				goto out;
+			next++;
+		}
+		batch_bytes += w->bytes;
+	}
+	if (in_batch) {
+		rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now);
+		if (rc < 0)
+			goto out;
+	}
+
+	seg = active_segment(pl);
+	pos = tfs_segment_size(seg);
+	{
+		struct iovec iov = { pl->wbuf, wlen };
+		rc = tfs_io_writev(pl->env.io, tfs_segment_fd(seg), &iov, 1, (uint64_t)pos, durable);
+	}
+	if (rc < 0) {
+		/* Cut whatever part of the group reached the file: nothing of it may be
+		 * seen, by readers now or by recovery later. */
+		int trc = tfs_io_ftruncate(pl->env.io, tfs_segment_fd(seg), (uint64_t)pos);
+		tfs_log_error("plog", "cannot append %zu bytes to %s at %" PRId64 ": %s", wlen,
+		              pl->path, pos, tfs_strerror(rc));
+		if (trc < 0) {
+			tfs_log_error("plog", "cannot cut the failed append from %s: %s; "
+			              "partition is read-only until remount", pl->path, tfs_strerror(trc));
+			pl->failed = rc;
+		}
+		goto out;
+	}
+
+	pthread_rwlock_wrlock(&pl->lock);
+	for (int i = 0; i < nspans; i++) {
+		/* -ENOMEM here only costs an index entry: lookups scan a little further */
+		tfs_segment_note_batch(seg, pos + (tfs_pos_t)spans[i].at, spans[i].size,
+		                       spans[i].base, spans[i].last, spans[i].max_ts);
+	}
+	/* Invariant (3): publish the size before the key directory names the records. */
+	atomic_store_explicit(&seg->size, pos + (tfs_pos_t)wlen, memory_order_release);
+	pl->end_offset = next;
+	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+		for (size_t i = 0; i < w->count; i++) {
+			const struct tfs_append_rec *r = &w->recs[i];
+			tfs_offset_t off = w->first + (tfs_offset_t)i;
+			if (r->key_null)
+				continue;
+			if (r->value_null) {
+				tfs_keydir_remove(pl->kd, r->key, off);
+			} else {
+				struct tfs_keyinfo info = { off, now, (uint32_t)r->value.len };
+				if (tfs_keydir_put(pl->kd, r->key, &info) < 0)
+					tfs_log_error("plog", "out of memory indexing a key of %s; "
+					              "remount to rebuild", pl->path);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&pl->lock);
+	if (!durable) {
+		int_fast64_t zero = 0;
+		atomic_compare_exchange_strong(&pl->unsynced_since_ms, &zero, now);
+	} else {
+		atomic_store(&pl->unsynced_since_ms, 0);
+	}
+	goto out;
+
+sync_only:
+	if (durable && atomic_load(&pl->unsynced_since_ms) != 0) {
+		atomic_store(&pl->unsynced_since_ms, 0);
+		rc = tfs_io_fsync(pl->env.io, tfs_segment_fd(active_segment(pl)), true);
+		if (rc < 0) {
+			int_fast64_t zero = 0;
+			atomic_compare_exchange_strong(&pl->unsynced_since_ms, &zero, now);
+			tfs_log_error("plog", "cannot fsync %s: %s", pl->path, tfs_strerror(rc));
+		}
+	}
+out:
+	free(spans);
+	return rc;
+}
+
+/* Runs one append unit through the group-commit queue. */
+static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                  size_t bytes, bool durable, tfs_offset_t *first, int64_t *timestamp)
+{
+	struct tfs__waiter self = { .recs = recs, .count = count, .durable = durable };
+	struct tfs__waiter *stop, *w, *next;
+	size_t budget = 0, n = 0;
+	int rc;
+
+	if (bytes == SUBMIT_ROLL)
+		self.roll = true;
+	else
+		self.bytes = bytes;
+	pthread_cond_init(&self.cond, NULL);
+	pthread_mutex_lock(&pl->q_lock);
+	if (pl->q_tail)
+		pl->q_tail->next = &self;
+	else
+		pl->q_head = &self;
+	pl->q_tail = &self;
+	while (!self.done && pl->q_head != &self)
+		pthread_cond_wait(&self.cond, &pl->q_lock);
+	if (self.done)
+		goto done;
+
+	/* Leader: take everyone queued now, up to the budget (at least ourselves);
+	 * a roll runs alone. */
+	if (self.roll) {
+		stop = self.next;
+		n = 1;
+	} else {
+		for (stop = &self; stop && !stop->roll &&
+		     (stop == &self || budget + stop->bytes <= GROUP_BUDGET_BYTES); stop = stop->next) {
+			budget += stop->bytes;
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&pl->q_lock);
+
+	if (self.roll)
+		rc = tfs_segment_size(active_segment(pl)) > 0 ? roll_locked(pl) : 0;
+	else
+		rc = commit_group(pl, &self, n);
+
+	pthread_mutex_lock(&pl->q_lock);
+	stop = &self;
+	for (size_t k = 0; k < n; k++)
+		stop = stop->next;      /* re-read under q_lock: arrivals may have linked on */
+	for (w = &self; w != stop; w = next) {
+		next = w->next;
+		w->result = rc;
+		w->done = true;
+		if (w != &self)
+			pthread_cond_signal(&w->cond);
+	}
+	pl->q_head = stop;
+	if (!stop)
+		pl->q_tail = NULL;
+	else
+		pthread_cond_signal(&stop->cond);   /* the next leader */
+done:
+	pthread_mutex_unlock(&pl->q_lock);
+	pthread_cond_destroy(&self.cond);
+	if (self.result == 0) {
+		if (first)
+			*first = self.first;
+		if (timestamp)
+			*timestamp = self.timestamp;
+	}
+	return self.result;
+}
+
+int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                    bool durable, tfs_offset_t *first, int64_t *timestamp)
+{
+	size_t bytes = 0;
+
+	if (pl->env.read_only)
+		return TFS_EREADONLY;
+	if (count == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < count; i++)
+		bytes += record_bytes(&recs[i]);
+	/* max.message.bytes bounds a batch; this unit alone must fit in one (the
+	 * estimate is the uncompressed size, so zstd never changes the answer). */
+	if (bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes)
+		return -EFBIG;
+	return submit(pl, recs, count, bytes, durable, first, timestamp);
+}
+
+int tfs_plog_sync(struct tfs_plog *pl)
+{
+	if (pl->env.read_only)
+		return 0;
+	return submit(pl, NULL, 0, 0, true, NULL, NULL);
+}
+
+int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms)
+{
+	int64_t since = atomic_load(&pl->unsynced_since_ms);
+
+	if (since == 0 || tfs_now_ms() - since < max_age_ms)
+		return 0;
+	return tfs_plog_sync(pl);
+}
+
+int tfs_plog_roll(struct tfs_plog *pl)
+{
+	if (pl->env.read_only)
+		return TFS_EREADONLY;
+	return submit(pl, NULL, 0, SUBMIT_ROLL, false, NULL, NULL);
+}

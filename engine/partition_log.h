@@ -1,0 +1,163 @@
+/* partition_log.h - one partition: its ordered segments, the active segment, the
+ * key directory, appends with group commit, reads, rolls and recovery.
+ *
+ * Owns: its segments (refcounted, see segment.h), its key directory, its directory
+ * fd. Borrows the io context, the fd cache and the topic config from the topic.
+ *
+ * State of the log:
+ *
+ *   base of seg[0] ......... seg[n-2] | active seg[n-1] ....... | end
+ *   log_start_offset                                               log_end_offset
+ *   [ sealed segments, immutable, replaced only by the cleaner ][ appends go here ]
+ *
+ * Invariants:
+ *   (1) segment base offsets strictly increase; the active segment is the last.
+ *   (2) log_end_offset is one past the last offset ever assigned; offsets are never
+ *       reused, even after the cleaner removes records.
+ *   (3) readers see only whole batches: the active segment's committed size is
+ *       published (release) after its bytes are written and before the key
+ *       directory names them.
+ *   (4) the key directory maps each live key to the offset of its newest record;
+ *       a tombstone removes the key; keyless records are never in it.
+ *   (5) only the active segment can hold a torn tail: a segment is fsynced before
+ *       the next one is created.
+ *   (6) a sealed segment's bytes never change; the cleaner replaces whole segments
+ *       by publishing a new segment list (readers holding the old list keep it).
+ *
+ * Group commit: appenders queue their requests; the first in line becomes the
+ * leader, takes every request queued behind it (up to a byte budget), encodes them
+ * into batches (one request never spans two batches), writes them with one
+ * write, fsyncs once if any of them asked for durability, updates the key
+ * directory and wakes the others.
+ *
+ * Lock order (the only place it is written): topic registry lock (engine.c) ->
+ * pl->append_lock -> pl->lock (rwlock: key directory, segment list, sizes) ->
+ * fd cache lock. The cleaner takes pl->clean_lock before append_lock.
+ *
+ * Threads: every function may be called from any thread.
+ * Errors: 0 or a negative errno / TFS_E* code; every failure is logged once.
+ */
+#ifndef TFS_PARTITION_LOG_H
+#define TFS_PARTITION_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/batch_codec.h"
+#include "engine/keydir.h"
+#include "engine/topic_config.h"
+#include "engine/types.h"
+
+struct tfs_io;
+struct tfs_fdcache;
+struct tfs_plog;
+struct tfs_segment;
+
+/* Everything a partition needs from its surroundings; all borrowed for the life
+ * of the partition. */
+struct tfs_plog_env {
+	struct tfs_io *io;
+	struct tfs_fdcache *fdcache;
+	const struct tfs_topic_config *config;  /* read under the topic's config lock;
+	                                         * the partition copies what it needs */
+	bool read_only;
+};
+
+/* Opens (creating if create) the partition directory path: recovers leftover
+ * files, truncates a torn tail (logging what was cut), rebuilds missing or corrupt
+ * indexes, and rebuilds the key directory. Caller owns *out; tfs_plog_close. */
+int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
+                  struct tfs_plog **out);
+/* Seals nothing, writes the active segment's indexes, fsyncs, frees. NULL ok. */
+void tfs_plog_close(struct tfs_plog *pl);
+/* Applies a changed topic config (segment.bytes, compression, ...). */
+void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config);
+
+/* One record to append. Slices are borrowed for the call. */
+struct tfs_append_rec {
+	struct tfs_slice key;
+	bool key_null;
+	struct tfs_slice value;
+	bool value_null;                 /* tombstone */
+	const struct tfs_header *headers;
+	uint32_t header_count;
+};
+
+/* Appends count records as one unit: they land in one batch, consecutive offsets,
+ * all or none. durable: return only once they are fsynced. On success *first gets
+ * the first record's offset and *timestamp the records' timestamp (either may be
+ * NULL). Errors: -EFBIG when the unit's batch would exceed max.message.bytes,
+ * -ENOSPC/-EIO from the disk (nothing becomes visible), TFS_EREADONLY. */
+int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                    bool durable, tfs_offset_t *first, int64_t *timestamp);
+/* Makes every record appended so far durable. */
+int tfs_plog_sync(struct tfs_plog *pl);
+/* Fsyncs if the oldest unsynced append is older than max_age_ms (flush.ms). */
+int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms);
+/* Closes the active segment now (it becomes cleanable); a no-op on an empty one. */
+int tfs_plog_roll(struct tfs_plog *pl);
+
+/* Key directory access (under the partition's read lock). */
+int tfs_plog_lookup(struct tfs_plog *pl, struct tfs_slice key, struct tfs_keyinfo *info);
+size_t tfs_plog_live_keys(struct tfs_plog *pl);
+/* Visits live keys in cursor order; see tfs_keydir_scan. The visitor runs under the
+ * partition's read lock: it must not call back into this partition. */
+int tfs_plog_scan_keys(struct tfs_plog *pl, bool after_valid, uint64_t after_hash,
+                       tfs_keydir_visit_fn fn, void *arg);
+
+/* A record copied out of the log: owns its bytes. */
+struct tfs_record_copy {
+	tfs_offset_t offset;
+	int64_t timestamp;
+	uint8_t *key;                  /* NULL if key_null; malloc'd */
+	size_t key_len;
+	bool key_null;
+	uint8_t *value;                /* malloc'd (may be NULL when value_len == 0) */
+	size_t value_len;
+	bool value_null;
+	uint8_t *headers;              /* raw encoded headers (walk with tfs_header_next) */
+	size_t headers_len;
+	uint32_t header_count;
+	struct tfs_batch_header batch; /* the header of the batch that holds it */
+};
+void tfs_record_copy_release(struct tfs_record_copy *rc);
+
+/* Reads the newest record of key into *out (pinned: later appends or a cleaner
+ * swap do not change it). -ENOENT if the key is not live. */
+int tfs_plog_read_key(struct tfs_plog *pl, struct tfs_slice key, struct tfs_record_copy *out);
+/* Reads the record at exactly offset. -ENOENT if it is not on disk (never
+ * written, cleaned away, or below the log start). */
+int tfs_plog_read_offset(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_record_copy *out);
+
+/* A cursor over the records on disk from an offset on (history views, dump,
+ * verify, the cleaner's readers). It pins the segment list it started with. */
+struct tfs_plog_cursor;
+int tfs_plog_cursor_open(struct tfs_plog *pl, tfs_offset_t from, struct tfs_plog_cursor **out);
+/* Returns 1 with *r filled (slices valid until the next call), 0 at the end, or an
+ * error (TFS_ECORRUPT names the segment and position in the log). bh, if not NULL,
+ * receives the header of the record's batch. */
+int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
+                         struct tfs_batch_header *bh);
+void tfs_plog_cursor_close(struct tfs_plog_cursor *c);
+
+/* Offsets of key's records still on disk, ascending; *out malloc'd (caller frees). */
+int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_t **out,
+                          size_t *count);
+
+struct tfs_plog_stats {
+	tfs_offset_t log_start_offset;
+	tfs_offset_t log_end_offset;
+	int64_t size_bytes;
+	int segments;
+	size_t live_keys;
+	int64_t active_segment_bytes;
+	tfs_offset_t active_base_offset;
+	int64_t keydir_memory_bytes;
+};
+void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st);
+
+/* The directory path (borrowed, valid until close). */
+const char *tfs_plog_path(const struct tfs_plog *pl);
+
+#endif

@@ -1,0 +1,58 @@
+/* plog_internal.h - the partition log's private state, shared by
+ * partition_log.c (appends, rolls), plog_read.c (reads, cursors) and
+ * log_recovery.c (open-time recovery). Not for use outside those files. */
+#ifndef TFS_PLOG_INTERNAL_H
+#define TFS_PLOG_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/batch_codec.h"
+#include "engine/keydir.h"
+#include "engine/partition_log.h"
+#include "engine/segment.h"
+
+/* An immutable, reference-counted list of segments. A new list is published for
+ * every roll or swap; readers keep the one they started with. */
+struct tfs_seglist {
+	atomic_int refs;
+	int count;
+	struct tfs_segment *seg[];
+};
+
+struct tfs__waiter;
+
+struct tfs_plog {
+	char *path;
+	int dirfd;
+	struct tfs_plog_env env;
+	struct tfs_topic_config cfg;        /* copy; changed under append leadership + lock */
+
+	pthread_rwlock_t lock;              /* kd, segs, end_offset, active indexes */
+	struct tfs_keydir *kd;
+	struct tfs_seglist *segs;
+	tfs_offset_t end_offset;            /* next offset to assign */
+
+	pthread_mutex_t q_lock;             /* the group-commit queue */
+	struct tfs__waiter *q_head, *q_tail;
+
+	/* used only by the current group-commit leader */
+	struct tfs_batch_builder builder;
+	uint8_t *wbuf;
+	size_t wcap;
+
+	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
+	int failed;                         /* < 0: a write error left the tail unknown */
+	char *uncleanable_reason;           /* set by recovery on sealed corruption */
+};
+
+struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */
+void tfs__seglist_put(struct tfs_seglist *l);
+struct tfs_seglist *tfs__seglist_alloc(int count);
+/* Index of the last segment with base <= offset, or -1. */
+int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
+
+/* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
+int tfs__plog_recover(struct tfs_plog *pl);
+
+#endif

@@ -1,0 +1,419 @@
+/* segment.c - see segment.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/segment.h"
+#include "io/log.h"
+
+#define PATH_CAP 4096
+#define INDEX_INITIAL_CAP 64
+#define SEGMENT_FILE_MODE 0644
+#define INDEX_FILE_MAX (64u << 20)   /* refuse to load index files larger than this */
+
+static const char *const suffixes[] = { ".log", ".index", ".timeindex" };
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+
+void tfs_segment_file_name(char *buf, size_t cap, const char *dir, tfs_offset_t base,
+                           const char *suffix)
+{
+	snprintf(buf, cap, "%s/%020" PRId64 "%s", dir, base, suffix);
+}
+
+int tfs_segment_parse_name(const char *name, tfs_offset_t *base, const char **suffix)
+{
+	tfs_offset_t v = 0;
+	int i;
+
+	for (i = 0; i < TFS_SEGMENT_NAME_DIGITS; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return -EINVAL;
+		if (v > (INT64_MAX - (name[i] - '0')) / 10)
+			return -EINVAL;
+		v = v * 10 + (name[i] - '0');
+	}
+	if (name[i] != '.')
+		return -EINVAL;
+	*base = v;
+	*suffix = name + i;
+	return 0;
+}
+
+static struct tfs_segment *segment_alloc(struct tfs_io *io, struct tfs_fdcache *fdc,
+                                         const char *dir, tfs_offset_t base,
+                                         int64_t index_interval_bytes)
+{
+	struct tfs_segment *s = calloc(1, sizeof(*s));
+	char path[PATH_CAP];
+
+	if (!s)
+		return NULL;
+	s->dir = strdup(dir);
+	tfs_segment_file_name(path, sizeof(path), dir, base, ".log");
+	if (!s->dir || tfs_fdcache_slot_init(&s->log, path, O_RDWR) != 0) {
+		free(s->dir);
+		free(s);
+		return NULL;
+	}
+	atomic_init(&s->refs, 1);
+	atomic_init(&s->size, 0);
+	s->io = io;
+	s->fdcache = fdc;
+	s->base_offset = base;
+	s->next_offset = base;
+	s->max_timestamp = -1;
+	s->max_timestamp_offset = base;
+	s->first_batch_timestamp = -1;
+	s->created_ms = tfs_now_ms();
+	s->index_interval_bytes = index_interval_bytes;
+	s->corrupt_at = -1;
+	return s;
+}
+
+int tfs_segment_create(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd, const char *dir,
+                       tfs_offset_t base, int64_t index_interval_bytes,
+                       struct tfs_segment **out)
+{
+	char name[64];
+	int fd, rc;
+	struct tfs_segment *s;
+
+	*out = NULL;
+	snprintf(name, sizeof(name), "%020" PRId64 ".log", base);
+	fd = tfs_io_openat(io, dirfd, name, O_RDWR | O_CREAT | O_EXCL, SEGMENT_FILE_MODE);
+	if (fd == -EEXIST)
+		fd = tfs_io_openat(io, dirfd, name, O_RDWR | O_CREAT | O_TRUNC, SEGMENT_FILE_MODE);
+	if (fd < 0) {
+		tfs_log_error("segment", "cannot create %s/%s: %s", dir, name, tfs_strerror(fd));
+		return fd;
+	}
+	close(fd);
+	rc = tfs_io_fsync_dir(io, dirfd);
+	if (rc < 0) {
+		tfs_log_error("segment", "cannot fsync %s: %s", dir, tfs_strerror(rc));
+		return rc;
+	}
+	s = segment_alloc(io, fdc, dir, base, index_interval_bytes);
+	if (!s)
+		return -ENOMEM;
+	*out = s;
+	return 0;
+}
+
+int tfs_segment_open(struct tfs_io *io, struct tfs_fdcache *fdc, const char *dir,
+                     tfs_offset_t base, int64_t index_interval_bytes, struct tfs_segment **out)
+{
+	struct tfs_segment *s = segment_alloc(io, fdc, dir, base, index_interval_bytes);
+
+	*out = s;
+	return s ? 0 : -ENOMEM;
+}
+
+struct tfs_segment *tfs_segment_ref(struct tfs_segment *s)
+{
+	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+	return s;
+}
+
+static void unlink_files(struct tfs_segment *s)
+{
+	char path[PATH_CAP];
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		char suffix[32];
+		snprintf(suffix, sizeof(suffix), "%s.deleted", suffixes[i]);
+		tfs_segment_file_name(path, sizeof(path), s->dir, s->base_offset, suffix);
+		/* a file already gone is fine; anything else is left for recovery,
+		 * which deletes every *.deleted at open */
+		(void)tfs_io_unlinkat(s->io, AT_FDCWD, path, 0);
+	}
+}
+
+void tfs_segment_unref(struct tfs_segment *s)
+{
+	/* pairs with the increments in tfs_segment_ref: the last owner sees all writes */
+	if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (s->pinned)
+		tfs_segment_unpin(s);
+	tfs_fdcache_slot_release(s->fdcache, &s->log);
+	if (s->deleted)
+		unlink_files(s);
+	free(s->index);
+	free(s->tindex);
+	free(s->dir);
+	free(s);
+}
+
+int tfs_segment_pin(struct tfs_segment *s)
+{
+	int fd;
+
+	if (s->pinned)
+		return 0;
+	fd = tfs_fdcache_get(s->fdcache, &s->log);
+	if (fd < 0)
+		return fd;
+	s->pinned = true;
+	return 0;
+}
+
+void tfs_segment_unpin(struct tfs_segment *s)
+{
+	if (!s->pinned)
+		return;
+	s->pinned = false;
+	tfs_fdcache_put(s->fdcache, &s->log);
+}
+
+int tfs_segment_fd(struct tfs_segment *s)
+{
+	return s->log.fd;
+}
+
+ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t pos)
+{
+	int fd = tfs_fdcache_get(s->fdcache, &s->log);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	n = tfs_io_read(s->io, fd, buf, len, (uint64_t)pos);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	return n;
+}
+
+static int grow(void **arr, uint32_t *cap, size_t elem)
+{
+	uint32_t ncap = *cap ? *cap * 2 : INDEX_INITIAL_CAP;
+	void *p = realloc(*arr, (size_t)ncap * elem);
+
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
+                           tfs_offset_t base, tfs_offset_t last, int64_t max_ts)
+{
+	(void)base;
+	if (s->bytes_since_index > s->index_interval_bytes) {
+		if (s->index_count == s->index_cap &&
+		    grow((void **)&s->index, &s->index_cap, sizeof(*s->index)) < 0)
+			return -ENOMEM;
+		if (s->tindex_count == s->tindex_cap &&
+		    grow((void **)&s->tindex, &s->tindex_cap, sizeof(*s->tindex)) < 0)
+			return -ENOMEM;
+		s->index[s->index_count++] = (struct tfs_index_entry){
+			(int32_t)(last - s->base_offset), (int32_t)pos };
+		/* the time index only moves forward: Kafka appends an entry only for a
+		 * strictly greater max timestamp */
+		if (s->max_timestamp >= 0 &&
+		    (s->tindex_count == 0 || s->tindex[s->tindex_count - 1].timestamp < s->max_timestamp))
+			s->tindex[s->tindex_count++] = (struct tfs_timeindex_entry){
+				s->max_timestamp, (int32_t)(s->max_timestamp_offset - s->base_offset) };
+		s->bytes_since_index = 0;
+	}
+	s->bytes_since_index += (int64_t)size;
+	if (max_ts > s->max_timestamp) {
+		s->max_timestamp = max_ts;
+		s->max_timestamp_offset = last;
+	}
+	if (s->first_batch_timestamp < 0)
+		s->first_batch_timestamp = max_ts;
+	s->next_offset = last + 1;
+	return 0;
+}
+
+tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target)
+{
+	uint32_t lo = 0, hi = s->index_count;
+	int64_t rel = target - s->base_offset;
+
+	if (rel < 0 || s->index_count == 0 || s->index[0].rel_offset > rel)
+		return 0;
+	/* invariant: index[lo].rel_offset <= rel, and every entry at or past hi is > rel */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->index[mid].rel_offset <= rel)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return s->index[lo].pos;
+}
+
+bool tfs_segment_index_full(const struct tfs_segment *s, int64_t index_bytes)
+{
+	return (int64_t)(s->index_count + 1) * TFS_INDEX_ENTRY_BYTES > index_bytes;
+}
+
+void tfs_segment_reset_index(struct tfs_segment *s)
+{
+	s->index_count = 0;
+	s->tindex_count = 0;
+	s->bytes_since_index = 0;
+	s->max_timestamp = -1;
+	s->max_timestamp_offset = s->base_offset;
+	s->first_batch_timestamp = -1;
+	s->next_offset = s->base_offset;
+}
+
+static int encode_indexes(const struct tfs_segment *s, uint8_t **ibuf, size_t *ilen,
+                          uint8_t **tbuf, size_t *tlen, bool final_entry)
+{
+	uint32_t tcount = s->tindex_count;
+	bool extra = false;
+
+	/* On seal Kafka forces one last time-index entry for the segment's max. */
+	if (final_entry && s->max_timestamp >= 0 &&
+	    (tcount == 0 || s->tindex[tcount - 1].timestamp < s->max_timestamp))
+		extra = true;
+	*ilen = (size_t)s->index_count * TFS_INDEX_ENTRY_BYTES;
+	*tlen = (size_t)(tcount + extra) * TFS_TIMEINDEX_ENTRY_BYTES;
+	*ibuf = malloc(*ilen + 1);
+	*tbuf = malloc(*tlen + 1);
+	if (!*ibuf || !*tbuf) {
+		free(*ibuf);
+		free(*tbuf);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->index_count; i++) {
+		put_be32(*ibuf + i * TFS_INDEX_ENTRY_BYTES, (uint32_t)s->index[i].rel_offset);
+		put_be32(*ibuf + i * TFS_INDEX_ENTRY_BYTES + 4, (uint32_t)s->index[i].pos);
+	}
+	for (uint32_t i = 0; i < tcount; i++) {
+		put_be64(*tbuf + i * TFS_TIMEINDEX_ENTRY_BYTES, (uint64_t)s->tindex[i].timestamp);
+		put_be32(*tbuf + i * TFS_TIMEINDEX_ENTRY_BYTES + 8, (uint32_t)s->tindex[i].rel_offset);
+	}
+	if (extra) {
+		put_be64(*tbuf + tcount * TFS_TIMEINDEX_ENTRY_BYTES, (uint64_t)s->max_timestamp);
+		put_be32(*tbuf + tcount * TFS_TIMEINDEX_ENTRY_BYTES + 8,
+		         (uint32_t)(s->max_timestamp_offset - s->base_offset));
+	}
+	return 0;
+}
+
+int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync)
+{
+	uint8_t *ibuf = NULL, *tbuf = NULL;
+	size_t ilen, tlen;
+	char name[64];
+	int rc, fd;
+
+	rc = encode_indexes(s, &ibuf, &ilen, &tbuf, &tlen, s->sealed);
+	if (rc < 0)
+		return rc;
+	if (sync) {
+		fd = tfs_fdcache_get(s->fdcache, &s->log);
+		if (fd < 0) {
+			rc = fd;
+			goto out;
+		}
+		rc = tfs_io_fsync(s->io, fd, true);
+		tfs_fdcache_put(s->fdcache, &s->log);
+		if (rc < 0)
+			goto out;
+	}
+	/* Index files are derived data: tfs_file_replace makes each one whole. */
+	snprintf(name, sizeof(name), "%020" PRId64 ".index", s->base_offset);
+	rc = tfs_file_replace(s->io, dirfd, name, ibuf, ilen);
+	if (rc < 0)
+		goto out;
+	snprintf(name, sizeof(name), "%020" PRId64 ".timeindex", s->base_offset);
+	rc = tfs_file_replace(s->io, dirfd, name, tbuf, tlen);
+out:
+	if (rc < 0)
+		tfs_log_error("segment", "cannot write indexes of %s/%020" PRId64 ": %s", s->dir,
+		              s->base_offset, tfs_strerror(rc));
+	free(ibuf);
+	free(tbuf);
+	return rc;
+}
+
+int tfs_segment_indexes_match(struct tfs_segment *s)
+{
+	uint8_t *ibuf = NULL, *tbuf = NULL;
+	size_t ilen, tlen, flen = 0;
+	char name[64], *file = NULL;
+	int dirfd, match = 0;
+
+	if (encode_indexes(s, &ibuf, &ilen, &tbuf, &tlen, s->sealed) < 0)
+		return 0;
+	dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		goto out;
+	snprintf(name, sizeof(name), "%020" PRId64 ".index", s->base_offset);
+	if (tfs_file_read_all(s->io, dirfd, name, INDEX_FILE_MAX, &file, &flen) < 0)
+		goto out;
+	if (flen != ilen || memcmp(file, ibuf, ilen) != 0)
+		goto out;
+	free(file);
+	file = NULL;
+	snprintf(name, sizeof(name), "%020" PRId64 ".timeindex", s->base_offset);
+	if (tfs_file_read_all(s->io, dirfd, name, INDEX_FILE_MAX, &file, &flen) < 0)
+		goto out;
+	/* a sealed segment's time index carries the final entry; accept either form */
+	if (flen == tlen && memcmp(file, tbuf, tlen) == 0)
+		match = 1;
+	else if (flen + TFS_TIMEINDEX_ENTRY_BYTES == tlen && memcmp(file, tbuf, flen) == 0)
+		match = 1;
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	free(file);
+	free(ibuf);
+	free(tbuf);
+	return match;
+}
+
+int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size)
+{
+	int fd = tfs_fdcache_get(s->fdcache, &s->log), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = tfs_io_ftruncate(s->io, fd, (uint64_t)size);
+	if (rc == 0)
+		rc = tfs_io_fsync(s->io, fd, true);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	if (rc == 0)
+		atomic_store_explicit(&s->size, size, memory_order_release);
+	return rc;
+}
+
+int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd)
+{
+	char from[64], to[80];
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(from, sizeof(from), "%020" PRId64 "%s", s->base_offset, suffixes[i]);
+		snprintf(to, sizeof(to), "%s.deleted", from);
+		int r = tfs_io_renameat(s->io, dirfd, from, dirfd, to);
+		if (r < 0 && r != -ENOENT && rc == 0)
+			rc = r;
+		if (i == 0 && r == 0) {
+			char path[PATH_CAP];
+			snprintf(path, sizeof(path), "%s/%s", s->dir, to);
+			tfs_fdcache_slot_set_path(s->fdcache, &s->log, path);
+		}
+	}
+	s->deleted = true;
+	return rc;
+}

@@ -1,0 +1,135 @@
+/* segment.h - one log segment: a .log file of record batches, its in-memory offset
+ * and time indexes, and their Kafka-format .index / .timeindex files.
+ *
+ * Owns: the fd slot of its .log (through the fd cache) and its index arrays.
+ *
+ * Files (base = base offset printed as 20 zero-padded decimal digits):
+ *   <base>.log        record batches back to back, no header, no padding
+ *   <base>.index      OFFSET SIZE DESCRIPTION (8 bytes an entry, big-endian)
+ *                          0    4 relative offset (batch's last offset - base)
+ *                          4    4 position of that batch in the .log
+ *   <base>.timeindex       0    8 max timestamp seen so far
+ *                          8    4 relative offset of the record with it
+ *
+ * An index entry is added before appending a batch once more than
+ * index.interval.bytes (4096) were appended since the last entry (Kafka's rule, so
+ * the first batch of a segment is never indexed). Lookup: the largest entry whose
+ * offset is <= the target, else position 0; then scan forward.
+ *
+ * Invariants: (1) batch base offsets strictly increase; gaps are normal after
+ *   cleaning. (2) size counts only whole batches that were written completely; a
+ *   torn tail is never counted. (3) a sealed segment is never written again, only
+ *   replaced. (4) index entries strictly increase in offset and position.
+ *
+ * Threads: tfs_segment_append_index and the size/next_offset updates happen under
+ * the partition's write lock; lookups under its read lock; reads from any thread
+ * holding a reference. Errors: 0 or a negative errno / TFS_E*.
+ */
+#ifndef TFS_SEGMENT_H
+#define TFS_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/types.h"
+#include "io/file_util.h"
+
+#define TFS_SEGMENT_NAME_DIGITS 20
+#define TFS_INDEX_ENTRY_BYTES 8
+#define TFS_TIMEINDEX_ENTRY_BYTES 12
+
+struct tfs_index_entry {
+	int32_t rel_offset;
+	int32_t pos;
+};
+
+struct tfs_timeindex_entry {
+	int64_t timestamp;
+	int32_t rel_offset;
+};
+
+struct tfs_segment {
+	tfs_offset_t base_offset;
+	atomic_int refs;
+	char *dir;                         /* owned copy of the partition directory */
+	struct tfs_fdslot log;             /* the .log file, through the fd cache */
+	struct tfs_fdcache *fdcache;       /* borrowed */
+	struct tfs_io *io;                 /* borrowed */
+
+	atomic_int_fast64_t size;          /* bytes of whole batches (release/acquire) */
+	tfs_offset_t next_offset;          /* last offset + 1; base when empty */
+	int64_t max_timestamp;             /* -1 when empty */
+	tfs_offset_t max_timestamp_offset;
+	int64_t first_batch_timestamp;     /* max timestamp of the first batch, -1 */
+	int64_t created_ms;                /* wall clock at creation or open */
+
+	struct tfs_index_entry *index;
+	uint32_t index_count, index_cap;
+	struct tfs_timeindex_entry *tindex;
+	uint32_t tindex_count, tindex_cap;
+	int64_t bytes_since_index;
+	int64_t index_interval_bytes;
+
+	tfs_pos_t corrupt_at;              /* >= 0: bytes from here on failed checks */
+	bool sealed;
+	bool deleted;                      /* files renamed .deleted; unlinked at last unref */
+	bool pinned;                       /* active segment keeps its fd pinned */
+};
+
+/* Formats "<dir>/<20 digits><suffix>" into buf. */
+void tfs_segment_file_name(char *buf, size_t cap, const char *dir, tfs_offset_t base,
+                           const char *suffix);
+/* Parses a file name "<20 digits>.<suffix...>": returns 0 and *base, or -EINVAL. */
+int tfs_segment_parse_name(const char *name, tfs_offset_t *base, const char **suffix);
+
+/* Creates an empty <base>.log (and fsyncs the directory). Caller owns the ref. */
+int tfs_segment_create(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd, const char *dir,
+                       tfs_offset_t base, int64_t index_interval_bytes,
+                       struct tfs_segment **out);
+/* Opens an existing <base>.log without scanning it (log_recovery.c scans). */
+int tfs_segment_open(struct tfs_io *io, struct tfs_fdcache *fdc, const char *dir,
+                     tfs_offset_t base, int64_t index_interval_bytes, struct tfs_segment **out);
+
+struct tfs_segment *tfs_segment_ref(struct tfs_segment *s);
+/* Drops a reference; the last one closes the fd, frees memory and, if the segment
+ * was marked deleted, unlinks its files. NULL ok. */
+void tfs_segment_unref(struct tfs_segment *s);
+
+/* Pins the .log fd for the life of the active segment (append path). */
+int tfs_segment_pin(struct tfs_segment *s);
+void tfs_segment_unpin(struct tfs_segment *s);
+/* The pinned fd of the active segment (after tfs_segment_pin). */
+int tfs_segment_fd(struct tfs_segment *s);
+
+/* Reads len bytes at pos (short only past the committed size). */
+ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t pos);
+
+/* Records a batch [base..last] of size bytes appended at pos with max_ts, adding
+ * index entries by Kafka's rule. -ENOMEM leaves the indexes unchanged. */
+int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
+                           tfs_offset_t base, tfs_offset_t last, int64_t max_ts);
+/* Position to start scanning for target (largest index entry <= target). */
+tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target);
+/* True when the offset index can take no more entries (segment.index.bytes). */
+bool tfs_segment_index_full(const struct tfs_segment *s, int64_t index_bytes);
+/* Drops the in-memory indexes (before a rebuild scan). */
+void tfs_segment_reset_index(struct tfs_segment *s);
+
+/* Writes .index and .timeindex from memory (tmp + rename) and, with sync, fsyncs
+ * the .log and both index files. */
+int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync);
+/* Loads .index/.timeindex and checks them against the in-memory ones built by a
+ * scan: returns 1 if the files match, 0 if missing or different. */
+int tfs_segment_indexes_match(struct tfs_segment *s);
+/* Truncates the .log to size (a torn tail). */
+int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size);
+/* Renames the files to *.deleted; they are unlinked when the last ref goes. */
+int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd);
+
+static inline int64_t tfs_segment_size(const struct tfs_segment *s)
+{
+	return atomic_load_explicit(&((struct tfs_segment *)s)->size, memory_order_acquire);
+}
+
+#endif

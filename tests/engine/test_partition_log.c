@@ -1,0 +1,682 @@
+/* test_partition_log.c - the partition log: appends, group commit, reads, rolls,
+ * reopen and recovery of torn tails, on the backend named by $TFS_IO. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/partition_log.h"
+#include "engine/segment.h"
+#include "io/file_util.h"
+#include "io/log.h"
+#include "tests/t_util.h"
+
+struct fx {
+	struct tfs_io *io;
+	struct tfs_fdcache *fdc;
+	struct tfs_topic_config cfg;
+	char *dir;
+	char path[4096];
+	struct tfs_plog *pl;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	tfs_log_set_level(TFS_LOG_ERROR);
+	f->io = t_io();
+	f->fdc = tfs_fdcache_create(f->io, 64);
+	tfs_topic_config_defaults(&f->cfg);
+	f->dir = t_mkdtemp("plog");
+	snprintf(f->path, sizeof(f->path), "%s/t-0", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	tfs_plog_close(f->pl);
+	tfs_fdcache_destroy(f->fdc);
+	tfs_io_destroy(f->io);
+	t_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static struct tfs_plog *open_pl(struct fx *f)
+{
+	struct tfs_plog_env env = { f->io, f->fdc, &f->cfg, false };
+	struct tfs_plog *pl = NULL;
+	assert_int_equal(tfs_plog_open(&env, f->path, true, &pl), 0);
+	return pl;
+}
+
+static void reopen(struct fx *f)
+{
+	tfs_plog_close(f->pl);
+	f->pl = open_pl(f);
+}
+
+static tfs_offset_t put(struct tfs_plog *pl, const char *key, const char *value)
+{
+	struct tfs_append_rec r = { 0 };
+	tfs_offset_t off = -1;
+	r.key = tfs_slice_make(key, key ? strlen(key) : 0);
+	r.key_null = key == NULL;
+	r.value = tfs_slice_make(value, value ? strlen(value) : 0);
+	r.value_null = value == NULL;
+	assert_int_equal(tfs_plog_append(pl, &r, 1, false, &off, NULL), 0);
+	return off;
+}
+
+static void assert_value(struct tfs_plog *pl, const char *key, const char *value)
+{
+	struct tfs_record_copy rc;
+	int r = tfs_plog_read_key(pl, tfs_slice_make(key, strlen(key)), &rc);
+	if (!value) {
+		assert_int_equal(r, -ENOENT);
+		return;
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(rc.value_len, strlen(value));
+	assert_memory_equal(rc.value, value, rc.value_len);
+	tfs_record_copy_release(&rc);
+}
+
+static void appends_assign_consecutive_offsets_and_read_back(void **state)
+{
+	struct fx *f = *state;
+	f->pl = open_pl(f);
+	assert_int_equal(put(f->pl, "a", "1"), 0);
+	assert_int_equal(put(f->pl, "b", "2"), 1);
+	assert_int_equal(put(f->pl, NULL, "keyless"), 2);
+	assert_int_equal(put(f->pl, "a", "3"), 3);
+	assert_int_equal(put(f->pl, "b", NULL), 4);
+	assert_int_equal(put(f->pl, "e", ""), 5);
+	assert_value(f->pl, "a", "3");
+	assert_value(f->pl, "b", NULL);
+	assert_value(f->pl, "e", "");
+	assert_int_equal(tfs_plog_live_keys(f->pl), 2);
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, 2, &rc), 0);
+		assert_true(rc.key_null);
+		assert_memory_equal(rc.value, "keyless", 7);
+		tfs_record_copy_release(&rc);
+		assert_int_equal(tfs_plog_read_offset(f->pl, 4, &rc), 0);
+		assert_true(rc.value_null);
+		tfs_record_copy_release(&rc);
+		assert_int_equal(tfs_plog_read_offset(f->pl, 6, &rc), -ENOENT);
+		assert_int_equal(tfs_plog_read_offset(f->pl, -5, &rc), -ENOENT);
+	}
+	{
+		struct tfs_plog_stats st;
+		tfs_plog_stats(f->pl, &st);
+		assert_int_equal(st.log_start_offset, 0);
+		assert_int_equal(st.log_end_offset, 6);
+		assert_int_equal(st.segments, 1);
+		assert_int_equal(st.live_keys, 2);
+		assert_true(st.size_bytes > 0);
+	}
+}
+
+static void a_unit_lands_in_one_batch_with_consecutive_offsets(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_append_rec recs[2] = { 0 };
+	tfs_offset_t first = -1;
+	struct tfs_record_copy a, b;
+
+	f->pl = open_pl(f);
+	put(f->pl, "x", "v");
+	recs[0].key = tfs_slice_make("y", 1);
+	recs[0].value = tfs_slice_make("v", 1);
+	recs[1].key = tfs_slice_make("x", 1);
+	recs[1].value_null = true;
+	assert_int_equal(tfs_plog_append(f->pl, recs, 2, true, &first, NULL), 0);
+	assert_int_equal(first, 1);
+	assert_int_equal(tfs_plog_read_offset(f->pl, 1, &a), 0);
+	assert_int_equal(tfs_plog_read_offset(f->pl, 2, &b), 0);
+	assert_int_equal(a.batch.base_offset, b.batch.base_offset);
+	assert_int_equal(a.batch.records_count, 2);
+	tfs_record_copy_release(&a);
+	tfs_record_copy_release(&b);
+	assert_value(f->pl, "x", NULL);
+	assert_value(f->pl, "y", "v");
+}
+
+static void a_value_over_max_message_bytes_is_efbig_and_appends_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_append_rec r = { 0 };
+	char *big = calloc(1, 2000);
+	struct tfs_plog_stats st;
+
+	f->cfg.max_message_bytes = 1000;
+	f->pl = open_pl(f);
+	r.key = tfs_slice_make("k", 1);
+	r.value = tfs_slice_make(big, 2000);
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), -EFBIG);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.log_end_offset, 0);
+	assert_int_equal(st.size_bytes, 0);
+	free(big);
+}
+
+static void everything_survives_a_reopen(void **state)
+{
+	struct fx *f = *state;
+	char k[32], v[32];
+	f->cfg.segment_bytes = 4096;
+	f->pl = open_pl(f);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(k, sizeof(k), "key-%d", i % 300);
+		snprintf(v, sizeof(v), "value-%d", i);
+		put(f->pl, k, (i % 7 == 0) ? NULL : v);
+	}
+	{
+		struct tfs_plog_stats st;
+		tfs_plog_stats(f->pl, &st);
+		assert_true(st.segments > 5);   /* segment.bytes rolled it */
+	}
+	reopen(f);
+	for (int i = 2000 - 300; i < 2000; i++) {
+		snprintf(k, sizeof(k), "key-%d", i % 300);
+		snprintf(v, sizeof(v), "value-%d", i);
+		assert_value(f->pl, k, (i % 7 == 0) ? NULL : v);
+	}
+	/* every offset is still there, in order */
+	{
+		struct tfs_plog_cursor *c;
+		struct tfs_record r;
+		tfs_offset_t expect = 0;
+		int rc;
+		assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
+		while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
+			assert_int_equal(r.offset, expect++);
+		assert_int_equal(rc, 0);
+		assert_int_equal(expect, 2000);
+		tfs_plog_cursor_close(c);
+	}
+	assert_int_equal(put(f->pl, "after", "reopen"), 2000);
+}
+
+static void roll_on_request_and_reads_cross_segments(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_stats st;
+	f->pl = open_pl(f);
+	assert_int_equal(tfs_plog_roll(f->pl), 0);      /* empty active: no-op */
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.segments, 1);
+	put(f->pl, "a", "1");
+	assert_int_equal(tfs_plog_roll(f->pl), 0);
+	put(f->pl, "a", "2");
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.active_base_offset, 1);
+	assert_value(f->pl, "a", "2");
+	{
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/00000000000000000000.index", f->path);
+		assert_true(t_file_size(p) >= 0);       /* sealed segment has its indexes */
+		snprintf(p, sizeof(p), "%s/00000000000000000001.log", f->path);
+		assert_true(t_file_size(p) > 0);
+	}
+	{
+		tfs_offset_t *v;
+		size_t n;
+		assert_int_equal(tfs_plog_key_versions(f->pl, tfs_slice_make("a", 1), &v, &n), 0);
+		assert_int_equal(n, 2);
+		assert_int_equal(v[0], 0);
+		assert_int_equal(v[1], 1);
+		free(v);
+	}
+}
+
+static void cursor_from_a_missing_offset_starts_at_the_next(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_cursor *c;
+	struct tfs_record r;
+	f->pl = open_pl(f);
+	for (int i = 0; i < 10; i++)
+		put(f->pl, "k", "v");
+	assert_int_equal(tfs_plog_cursor_open(f->pl, 7, &c), 0);
+	assert_int_equal(tfs_plog_cursor_next(c, &r, NULL), 1);
+	assert_int_equal(r.offset, 7);
+	tfs_plog_cursor_close(c);
+	assert_int_equal(tfs_plog_cursor_open(f->pl, 100, &c), 0);
+	assert_int_equal(tfs_plog_cursor_next(c, &r, NULL), 0);
+	tfs_plog_cursor_close(c);
+}
+
+static void zstd_topics_round_trip(void **state)
+{
+	struct fx *f = *state;
+	char k[32], v[200];
+	f->cfg.compression = 4;
+	f->pl = open_pl(f);
+	for (int i = 0; i < 500; i++) {
+		snprintf(k, sizeof(k), "k%d", i % 50);
+		snprintf(v, sizeof(v), "%0100d", i);
+		put(f->pl, k, v);
+	}
+	reopen(f);
+	for (int i = 450; i < 500; i++) {
+		snprintf(k, sizeof(k), "k%d", i % 50);
+		snprintf(v, sizeof(v), "%0100d", i);
+		assert_value(f->pl, k, v);
+	}
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, 3, &rc), 0);
+		assert_int_equal(rc.batch.attributes & 7, 4);
+		tfs_record_copy_release(&rc);
+	}
+}
+
+/* ---- torn tails ---- */
+
+static void truncation_at_every_byte_recovers_the_whole_batches_before(void **state)
+{
+	struct fx *f = *state;
+	char log[4200], name[4200];
+	uint8_t *orig = NULL;
+	long len;
+	tfs_pos_t ends[8];
+	int nb = 0;
+
+	f->pl = open_pl(f);
+	for (int i = 0; i < 5; i++) {
+		char v[64];
+		struct tfs_plog_stats st;
+		snprintf(v, sizeof(v), "value-%d-%s", i, "padding-padding");
+		put(f->pl, "k", v);
+		tfs_plog_stats(f->pl, &st);
+		ends[nb++] = st.size_bytes;
+	}
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	snprintf(log, sizeof(log), "%s/00000000000000000000.log", f->path);
+	len = t_read_file(log, &orig);
+	assert_int_equal(len, ends[nb - 1]);
+	/* cut at every byte of the last three batches */
+	for (long cut = ends[1]; cut <= len; cut++) {
+		int whole = 0;
+		struct tfs_plog_stats st;
+		for (int b = 0; b < nb; b++)
+			if (ends[b] <= cut)
+				whole = b + 1;
+		assert_int_equal(t_write_file(log, orig, (size_t)cut), 0);
+		snprintf(name, sizeof(name), "%s/00000000000000000000.index", f->path);
+		unlink(name);
+		f->pl = open_pl(f);
+		tfs_plog_stats(f->pl, &st);
+		assert_int_equal(st.log_end_offset, whole);
+		assert_int_equal(st.size_bytes, ends[whole - 1]);
+		assert_int_equal(t_file_size(log), ends[whole - 1]);
+		{
+			char v[64];
+			snprintf(v, sizeof(v), "value-%d-%s", whole - 1, "padding-padding");
+			assert_value(f->pl, "k", v);
+		}
+		tfs_plog_close(f->pl);
+		f->pl = NULL;
+	}
+	free(orig);
+}
+
+static void a_flipped_byte_in_the_tail_cuts_from_that_batch(void **state)
+{
+	struct fx *f = *state;
+	char log[4200];
+	uint8_t *data = NULL;
+	long len;
+	tfs_pos_t second_end;
+	struct tfs_plog_stats st;
+
+	f->pl = open_pl(f);
+	put(f->pl, "a", "first");
+	put(f->pl, "b", "second");
+	tfs_plog_stats(f->pl, &st);
+	second_end = st.size_bytes;
+	put(f->pl, "c", "third");
+	put(f->pl, "d", "fourth");
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	snprintf(log, sizeof(log), "%s/00000000000000000000.log", f->path);
+	len = t_read_file(log, &data);
+	data[second_end + 30] ^= 0x40;               /* inside the third batch's CRC range */
+	t_write_file(log, data, (size_t)len);
+	f->pl = open_pl(f);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.log_end_offset, 2);
+	assert_int_equal(st.size_bytes, second_end);
+	assert_value(f->pl, "b", "second");
+	assert_value(f->pl, "c", NULL);
+	assert_int_equal(put(f->pl, "c", "again"), 2);   /* offsets continue after the cut */
+	free(data);
+}
+
+static void corruption_in_a_sealed_segment_is_reported_not_cut(void **state)
+{
+	struct fx *f = *state;
+	char log[4200];
+	uint8_t *data = NULL;
+	long len, len2;
+	struct tfs_plog_stats st;
+
+	f->pl = open_pl(f);
+	put(f->pl, "a", "first");
+	put(f->pl, "b", "second");
+	tfs_plog_roll(f->pl);
+	put(f->pl, "c", "third");
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	snprintf(log, sizeof(log), "%s/00000000000000000000.log", f->path);
+	len = t_read_file(log, &data);
+	data[len - 3] ^= 0x01;
+	t_write_file(log, data, (size_t)len);
+	f->pl = open_pl(f);
+	len2 = t_file_size(log);
+	assert_int_equal(len2, len);                  /* nothing durable was cut */
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.log_end_offset, 3);
+	assert_value(f->pl, "a", "first");
+	assert_value(f->pl, "c", "third");
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, 1, &rc), TFS_ECORRUPT);
+	}
+	free(data);
+}
+
+static void missing_or_garbage_indexes_are_rebuilt(void **state)
+{
+	struct fx *f = *state;
+	char p[4200], k[32];
+	uint8_t *good = NULL, *again = NULL;
+	long n1, n2;
+
+	f->cfg.segment_bytes = 64 * 1024;
+	f->pl = open_pl(f);
+	for (int i = 0; i < 3000; i++) {
+		snprintf(k, sizeof(k), "key-%d", i);
+		put(f->pl, k, "some value that takes space");
+	}
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	snprintf(p, sizeof(p), "%s/00000000000000000000.index", f->path);
+	n1 = t_read_file(p, &good);
+	assert_true(n1 > 8);
+	unlink(p);
+	f->pl = open_pl(f);
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	n2 = t_read_file(p, &again);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(good, again, (size_t)n1);
+	free(again);
+	t_write_file(p, "garbage!garbage", 15);
+	f->pl = open_pl(f);
+	assert_value(f->pl, "key-5", "some value that takes space");
+	assert_value(f->pl, "key-2999", "some value that takes space");
+	n2 = t_read_file(p, &again);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(good, again, (size_t)n1);
+	free(good);
+	free(again);
+}
+
+static void leftover_files_are_cleaned_up(void **state)
+{
+	struct fx *f = *state;
+	char p[4200];
+	f->pl = open_pl(f);
+	put(f->pl, "a", "1");
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	snprintf(p, sizeof(p), "%s/00000000000000000000.index.tmp", f->path);
+	t_write_file(p, "x", 1);
+	snprintf(p, sizeof(p), "%s/00000000000000000005.log.cleaned", f->path);
+	t_write_file(p, "x", 1);
+	snprintf(p, sizeof(p), "%s/00000000000000000007.log.swap", f->path);
+	t_write_file(p, "x", 1);
+	snprintf(p, sizeof(p), "%s/00000000000000000009.log.deleted", f->path);
+	t_write_file(p, "x", 1);
+	f->pl = open_pl(f);
+	{
+		DIR *d = opendir(f->path);
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			assert_null(strstr(de->d_name, ".tmp"));
+			assert_null(strstr(de->d_name, ".cleaned"));
+			assert_null(strstr(de->d_name, ".swap"));
+			assert_null(strstr(de->d_name, ".deleted"));
+		}
+		closedir(d);
+	}
+	assert_value(f->pl, "a", "1");
+}
+
+static void a_failed_write_leaves_nothing_visible(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_append_rec r = { 0 };
+	struct tfs_plog_stats before, after;
+
+	f->pl = open_pl(f);
+	put(f->pl, "a", "1");
+	tfs_plog_stats(f->pl, &before);
+	assert_int_equal(tfs_io_set_fault(f->io, "write:1:ENOSPC"), 0);
+	r.key = tfs_slice_make("a", 1);
+	r.value = tfs_slice_make("2", 1);
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), -ENOSPC);
+	tfs_io_set_fault(f->io, NULL);
+	tfs_plog_stats(f->pl, &after);
+	assert_int_equal(after.log_end_offset, before.log_end_offset);
+	assert_int_equal(after.size_bytes, before.size_bytes);
+	assert_value(f->pl, "a", "1");
+	assert_int_equal(put(f->pl, "a", "3"), 1);
+	reopen(f);
+	assert_value(f->pl, "a", "3");
+}
+
+/* ---- concurrency ---- */
+
+enum { WRITERS = 4, PER_WRITER = 2000 };
+
+struct writer {
+	struct tfs_plog *pl;
+	int id;
+	tfs_offset_t offsets[PER_WRITER];
+};
+
+static void *writer_main(void *p)
+{
+	struct writer *w = p;
+	char k[32], v[64];
+	for (int i = 0; i < PER_WRITER; i++) {
+		struct tfs_append_rec r = { 0 };
+		snprintf(k, sizeof(k), "w%d-k%d", w->id, i % 100);
+		snprintf(v, sizeof(v), "w%d-v%d", w->id, i);
+		r.key = tfs_slice_make(k, strlen(k));
+		r.value = tfs_slice_make(v, strlen(v));
+		if (tfs_plog_append(w->pl, &r, 1, i % 50 == 0, &w->offsets[i], NULL) != 0)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+static void concurrent_appenders_get_unique_readable_offsets(void **state)
+{
+	struct fx *f = *state;
+	pthread_t th[WRITERS];
+	struct writer *w = calloc(WRITERS, sizeof(*w));
+	uint8_t *seen;
+	tfs_offset_t total = WRITERS * PER_WRITER;
+
+	f->cfg.segment_bytes = 256 * 1024;
+	f->pl = open_pl(f);
+	for (int t = 0; t < WRITERS; t++) {
+		w[t].pl = f->pl;
+		w[t].id = t;
+		pthread_create(&th[t], NULL, writer_main, &w[t]);
+	}
+	for (int t = 0; t < WRITERS; t++) {
+		void *r;
+		pthread_join(th[t], &r);
+		assert_null(r);
+	}
+	seen = calloc((size_t)total, 1);
+	for (int round = 0; round < 2; round++) {
+		for (int t = 0; t < WRITERS; t++) {
+			for (int i = 0; i < PER_WRITER; i += 7) {
+				struct tfs_record_copy rc;
+				char v[64];
+				tfs_offset_t off = w[t].offsets[i];
+				assert_true(off >= 0 && off < total);
+				if (round == 0) {
+					assert_int_equal(seen[off], 0);
+					seen[off] = 1;
+				}
+				snprintf(v, sizeof(v), "w%d-v%d", t, i);
+				assert_int_equal(tfs_plog_read_offset(f->pl, off, &rc), 0);
+				assert_int_equal(rc.value_len, strlen(v));
+				assert_memory_equal(rc.value, v, rc.value_len);
+				tfs_record_copy_release(&rc);
+			}
+		}
+		reopen(f);
+	}
+	for (int t = 0; t < WRITERS; t++) {
+		for (int i = PER_WRITER - 100; i < PER_WRITER; i++) {
+			char k[32], v[64];
+			snprintf(k, sizeof(k), "w%d-k%d", t, i % 100);
+			snprintf(v, sizeof(v), "w%d-v%d", t, i);
+			assert_value(f->pl, k, v);
+		}
+	}
+	free(seen);
+	free(w);
+}
+
+/* ---- crashes ---- */
+
+/* Appends in a child that the fault spec kills at its n-th mutating operation;
+ * the parent reopens and checks that every acknowledged record is there. Returns
+ * true once n is past the workload (the child finished). */
+static bool crash_at(struct fx *f, int n)
+{
+	int pipefd[2], status;
+	pid_t pid;
+	int acked = -1;
+
+	t_rmtree(f->path);
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	if (pid == 0) {
+		char spec[64];
+		struct tfs_plog *pl;
+		close(pipefd[0]);
+		f->cfg.segment_bytes = 400;
+		pl = open_pl(f);
+		snprintf(spec, sizeof(spec), "all:%d:crash", n);
+		tfs_io_set_fault(f->io, spec);
+		for (int i = 0; i < 12; i++) {
+			char v[32];
+			struct tfs_append_rec r = { 0 };
+			snprintf(v, sizeof(v), "v%d", i);
+			r.key = tfs_slice_make("k", 1);
+			r.value = tfs_slice_make(v, strlen(v));
+			if (tfs_plog_append(pl, &r, 1, true, NULL, NULL) != 0)
+				_exit(3);
+			if (write(pipefd[1], &i, sizeof(i)) != sizeof(i))
+				_exit(4);
+		}
+		tfs_plog_close(pl);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	{
+		int i;
+		while (read(pipefd[0], &i, sizeof(i)) == sizeof(i))
+			acked = i;
+	}
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
+	f->cfg.segment_bytes = 400;
+	f->pl = open_pl(f);
+	{
+		struct tfs_plog_stats st;
+		struct tfs_plog_cursor *c;
+		struct tfs_record r;
+		tfs_offset_t expect = 0;
+		int rc;
+		tfs_plog_stats(f->pl, &st);
+		assert_true(st.log_end_offset >= acked + 1);   /* nothing acknowledged is lost */
+		assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
+		while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
+			assert_int_equal(r.offset, expect++);       /* no duplicates, no holes */
+		assert_int_equal(rc, 0);
+		tfs_plog_cursor_close(c);
+		if (acked >= 0) {
+			char v[32];
+			snprintf(v, sizeof(v), "v%" PRId64, st.log_end_offset - 1);
+			assert_value(f->pl, "k", v);
+		}
+	}
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	return WEXITSTATUS(status) == 0;
+}
+
+static void a_crash_at_every_io_step_loses_no_acknowledged_record(void **state)
+{
+	struct fx *f = *state;
+	int n;
+	for (n = 1; n < 500; n++)
+		if (crash_at(f, n))
+			break;
+	assert_true(n > 10);
+	print_message("crash points tried: %d\n", n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(appends_assign_consecutive_offsets_and_read_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_unit_lands_in_one_batch_with_consecutive_offsets, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_value_over_max_message_bytes_is_efbig_and_appends_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(everything_survives_a_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(roll_on_request_and_reads_cross_segments, setup, teardown),
+		cmocka_unit_test_setup_teardown(cursor_from_a_missing_offset_starts_at_the_next, setup, teardown),
+		cmocka_unit_test_setup_teardown(zstd_topics_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(truncation_at_every_byte_recovers_the_whole_batches_before, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_flipped_byte_in_the_tail_cuts_from_that_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(corruption_in_a_sealed_segment_is_reported_not_cut, setup, teardown),
+		cmocka_unit_test_setup_teardown(missing_or_garbage_indexes_are_rebuilt, setup, teardown),
+		cmocka_unit_test_setup_teardown(leftover_files_are_cleaned_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_failed_write_leaves_nothing_visible, setup, teardown),
+		cmocka_unit_test_setup_teardown(concurrent_appenders_get_unique_readable_offsets, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("partition_log", tests, NULL, NULL);
+}
