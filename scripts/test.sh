@@ -1,0 +1,66 @@
+#!/bin/bash
+# Installs what is missing, builds topicfs three ways and runs every test:
+#   1. unit tests (cmocka, per module) under AddressSanitizer + UndefinedBehaviorSanitizer,
+#      each on both I/O backends (io_uring and pread/pwrite);
+#   2. the threaded engine tests under ThreadSanitizer;
+#   3. interoperability with kafka-python (an independent Kafka decoder);
+#   4. integration tests that mount topicfs and drive it with shell tools.
+# Usage (as root on Debian 12): scripts/test.sh        Ends with "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+
+scripts/install-deps.sh --tests || { echo "test: cannot install dependencies" >&2; exit 1; }
+
+passed=0 failed=0 skipped=0
+declare -a failures=()
+step() {   # step NAME COMMAND... : runs it, counts it
+	local name=$1; shift
+	echo "=== $name"
+	if "$@"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		echo "=== FAILED: $name"
+	fi
+}
+
+build() {  # build DIR CMAKE_ARGS...
+	local dir=$1; shift
+	cmake -S "$root" -B "$dir" -DTFS_WERROR=ON "$@" >/dev/null && make -C "$dir" -j"$jobs" --no-print-directory
+}
+
+step "build (asan+ubsan)" build "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DTFS_SANITIZE=address,undefined
+step "build (tsan)" build "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFS_SANITIZE=thread
+step "build (release)" build "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+step "unit tests (asan+ubsan, uring and sync)" \
+	ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
+
+# TSan: the threaded parts (group commit, readers during appends, the engine's threads).
+tsan_tests() {
+	local t rc=0
+	for t in engine_test_partition_log engine_test_engine; do
+		[ -x "$root/build-tsan/$t" ] || continue
+		TSAN_OPTIONS=halt_on_error=1 TFS_IO=sync "$root/build-tsan/$t" || rc=1
+	done
+	return $rc
+}
+step "threaded tests (tsan)" tsan_tests
+
+if [ -x tests/interop/run_interop.sh ]; then
+	step "interop with kafka-python" tests/interop/run_interop.sh "$root/build"
+fi
+if [ -x tests/integration/run.sh ] && [ -x "$root/build-asan/topicfs" ]; then
+	step "integration (mounts)" env BUILD_DIR="$root/build-asan" tests/integration/run.sh
+fi
+
+echo
+echo "test steps: $passed passed, $failed failed"
+for f in "${failures[@]}"; do echo "  failed: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,262 @@
+/* test_engine.c - a data directory: topics, partitions, config persistence,
+ * crash-safe creation and deletion, broker-copied partitions. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "io/log.h"
+#include "tests/t_util.h"
+
+struct fx {
+	char *dir;
+	struct tfs_engine_config cfg;
+	struct tfs_engine *e;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	tfs_log_set_level(TFS_LOG_ERROR);
+	f->dir = t_mkdtemp("engine");
+	tfs_engine_config_defaults(&f->cfg);
+	f->cfg.data_dir = f->dir;
+	f->cfg.io_kind = tfs_io_kind_from_env();
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	tfs_engine_close(f->e);
+	t_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static void open_engine(struct fx *f)
+{
+	tfs_engine_close(f->e);
+	f->e = NULL;
+	assert_int_equal(tfs_engine_open(&f->cfg, &f->e), 0);
+}
+
+static void put(struct tfs_plog *pl, const char *k, const char *v)
+{
+	struct tfs_append_rec r = { 0 };
+	r.key = tfs_slice_make(k, strlen(k));
+	r.value = tfs_slice_make(v, v ? strlen(v) : 0);
+	r.value_null = v == NULL;
+	assert_int_equal(tfs_plog_append(pl, &r, 1, false, NULL, NULL), 0);
+}
+
+static void topic_names_follow_kafkas_rule(void **state)
+{
+	char long_name[300];
+	(void)state;
+	assert_true(tfs_topic_name_valid("users"));
+	assert_true(tfs_topic_name_valid("a.b_c-D9"));
+	assert_false(tfs_topic_name_valid(""));
+	assert_false(tfs_topic_name_valid(".hidden"));
+	assert_false(tfs_topic_name_valid("."));
+	assert_false(tfs_topic_name_valid(".."));
+	assert_false(tfs_topic_name_valid("a b"));
+	assert_false(tfs_topic_name_valid("a/b"));
+	assert_false(tfs_topic_name_valid("caf\xc3\xa9"));
+	memset(long_name, 'x', 249);
+	long_name[249] = '\0';
+	assert_true(tfs_topic_name_valid(long_name));
+	long_name[249] = 'x';
+	long_name[250] = '\0';
+	assert_false(tfs_topic_name_valid(long_name));
+}
+
+static void topics_persist_with_partitions_config_and_owner(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+	struct tfs_topic_meta m;
+	struct tfs_topic_config c;
+	char buf[64];
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "users", 3, 1000, 1001, 0750), 0);
+	assert_int_equal(tfs_engine_topic_create(f->e, "users", 3, 0, 0, 0755), -EEXIST);
+	assert_int_equal(tfs_engine_topic_create(f->e, "bad name", 1, 0, 0, 0755), -EINVAL);
+	t = tfs_engine_topic_get(f->e, "users");
+	assert_non_null(t);
+	assert_int_equal(tfs_topic_partition_count(t), 3);
+	put(tfs_topic_partition(t, 2), "k", "v");
+	assert_int_equal(tfs_topic_set_config(t, "segment.bytes", "1048576"), 0);
+	assert_int_equal(tfs_topic_set_config(t, "segment.bytes", "lots"), -EINVAL);
+	assert_int_equal(tfs_topic_set_config(t, "no.such.config", "1"), -EINVAL);
+	assert_int_equal(tfs_topic_add_partition(t, 5), -EINVAL);
+	assert_int_equal(tfs_topic_add_partition(t, 3), 0);
+	assert_int_equal(tfs_topic_set_mode(t, 0700), 0);
+	tfs_topic_unref(t);
+
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "users");
+	assert_non_null(t);
+	assert_int_equal(tfs_topic_partition_count(t), 4);
+	tfs_topic_get_meta(t, &m);
+	assert_int_equal(m.uid, 1000);
+	assert_int_equal(m.gid, 1001);
+	assert_int_equal(m.mode, 0700);
+	tfs_topic_get_config(t, &c);
+	assert_int_equal(tfs_topic_config_get(&c, "segment.bytes", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "1048576");
+	{
+		struct tfs_keyinfo info;
+		assert_int_equal(tfs_plog_lookup(tfs_topic_partition(t, 2), tfs_slice_make("k", 1), &info), 0);
+	}
+	assert_null(tfs_topic_partition(t, 4));
+	tfs_topic_unref(t);
+}
+
+static void delete_refuses_live_keys_then_removes_every_file(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+	char p[4200];
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "gone", 2, 0, 0, 0755), 0);
+	t = tfs_engine_topic_get(f->e, "gone");
+	put(tfs_topic_partition(t, 1), "k", "v");
+	assert_int_equal(tfs_engine_topic_delete(f->e, "gone", false), -ENOTEMPTY);
+	put(tfs_topic_partition(t, 1), "k", NULL);
+	assert_int_equal(tfs_engine_topic_delete(f->e, "gone", false), 0);
+	assert_true(tfs_topic_deleted(t));
+	assert_null(tfs_topic_partition(t, 0));
+	assert_null(tfs_engine_topic_get(f->e, "gone"));
+	tfs_topic_unref(t);
+	snprintf(p, sizeof(p), "%s/gone.config", f->dir);
+	assert_int_equal(t_file_size(p), -1);
+	snprintf(p, sizeof(p), "%s/gone-0", f->dir);
+	assert_int_equal(access(p, F_OK), -1);
+	assert_int_equal(tfs_engine_topic_delete(f->e, "gone", false), -ENOENT);
+	open_engine(f);
+	assert_null(tfs_engine_topic_get(f->e, "gone"));
+	/* the name can be used again */
+	assert_int_equal(tfs_engine_topic_create(f->e, "gone", 1, 0, 0, 0755), 0);
+}
+
+static void an_uncommitted_creation_and_a_half_deletion_are_finished_at_open(void **state)
+{
+	struct fx *f = *state;
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/half-0", f->dir);
+	mkdir(p, 0755);                                   /* created, never committed */
+	snprintf(p, sizeof(p), "%s/old-0.12345-delete", f->dir);
+	mkdir(p, 0755);                                   /* deletion interrupted */
+	snprintf(p, sizeof(p), "%s/old-0.12345-delete/00000000000000000000.log", f->dir);
+	t_write_file(p, "", 0);
+	open_engine(f);
+	assert_null(tfs_engine_topic_get(f->e, "half"));
+	assert_null(tfs_engine_topic_get(f->e, "old"));
+	snprintf(p, sizeof(p), "%s/half-0", f->dir);
+	assert_int_equal(access(p, F_OK), -1);
+	snprintf(p, sizeof(p), "%s/old-0.12345-delete", f->dir);
+	assert_int_equal(access(p, F_OK), -1);
+}
+
+static void a_partition_directory_without_config_is_a_broker_copy(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+	char src[4200], dst[4200], cmd[9000];
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "orig", 1, 0, 0, 0755), 0);
+	t = tfs_engine_topic_get(f->e, "orig");
+	put(tfs_topic_partition(t, 0), "k", "broker");
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
+	/* copy only the partition directory, as out of a broker's log dir */
+	snprintf(src, sizeof(src), "%s/orig-0", f->dir);
+	snprintf(dst, sizeof(dst), "%s/copied-0", f->dir);
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", src, dst);
+	assert_int_equal(system(cmd), 0);
+	f->cfg.read_only = true;
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "copied");
+	assert_non_null(t);
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_key(tfs_topic_partition(t, 0), tfs_slice_make("k", 1), &rc), 0);
+		assert_memory_equal(rc.value, "broker", 6);
+		tfs_record_copy_release(&rc);
+	}
+	{
+		struct tfs_append_rec r = { 0 };
+		r.key = tfs_slice_make("k", 1);
+		assert_int_equal(tfs_plog_append(tfs_topic_partition(t, 0), &r, 1, false, NULL, NULL),
+		                 TFS_EREADONLY);
+	}
+	assert_int_equal(tfs_engine_topic_create(f->e, "x", 1, 0, 0, 0755), TFS_EREADONLY);
+	tfs_topic_unref(t);
+}
+
+static void names_list_sorted(void **state)
+{
+	struct fx *f = *state;
+	char **names;
+	size_t n;
+	open_engine(f);
+	tfs_engine_topic_create(f->e, "b", 1, 0, 0, 0755);
+	tfs_engine_topic_create(f->e, "a", 1, 0, 0, 0755);
+	tfs_engine_topic_create(f->e, "c", 1, 0, 0, 0755);
+	assert_int_equal(tfs_engine_topic_names(f->e, &names, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(names[0], "a");
+	assert_string_equal(names[1], "b");
+	assert_string_equal(names[2], "c");
+	free(names);
+}
+
+static void flush_ms_makes_records_durable_in_the_background(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "f", 1, 0, 0, 0755), 0);
+	t = tfs_engine_topic_get(f->e, "f");
+	assert_int_equal(tfs_topic_set_config(t, "flush.ms", "0"), 0);
+	put(tfs_topic_partition(t, 0), "k", "v");
+	/* the flusher fsyncs within a tick; the observable effect is an fsync count */
+	{
+		uint64_t before = tfs_io_op_count(tfs_engine_io(f->e));
+		for (int i = 0; i < 50 && tfs_io_op_count(tfs_engine_io(f->e)) == before; i++)
+			usleep(20000);
+		assert_true(tfs_io_op_count(tfs_engine_io(f->e)) > before);
+	}
+	assert_int_equal(tfs_engine_sync(f->e), 0);
+	tfs_topic_unref(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(topic_names_follow_kafkas_rule, setup, teardown),
+		cmocka_unit_test_setup_teardown(topics_persist_with_partitions_config_and_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(delete_refuses_live_keys_then_removes_every_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_partition_directory_without_config_is_a_broker_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
+		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+}
