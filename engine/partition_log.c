@@ -33,14 +33,14 @@
 
 #define GROUP_BUDGET_BYTES (8u << 20)   /* most bytes one leader commits at once */
 #define DIR_MODE 0755
-#define SUBMIT_ROLL SIZE_MAX            /* submit()'s bytes for a roll request */
 
 struct tfs__waiter {
 	const struct tfs_append_rec *recs;
 	size_t count;
 	size_t bytes;                 /* encoded size estimate of the unit's records */
 	bool durable;
-	bool roll;                    /* a roll request: runs alone, in queue order */
+	int (*exclusive)(struct tfs_plog *, void *);   /* runs alone, in queue order */
+	void *exclusive_arg;
 	bool done;
 	int result;
 	tfs_offset_t first;
@@ -489,17 +489,16 @@ out:
 
 /* Runs one append unit through the group-commit queue. */
 static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
-                  size_t bytes, bool durable, tfs_offset_t *first, int64_t *timestamp)
+                  size_t bytes, bool durable, int (*fn)(struct tfs_plog *, void *), void *fn_arg,
+                  tfs_offset_t *first, int64_t *timestamp)
 {
-	struct tfs__waiter self = { .recs = recs, .count = count, .durable = durable };
+	struct tfs__waiter self = { .recs = recs, .count = count, .durable = durable,
+	                            .exclusive = fn, .exclusive_arg = fn_arg };
 	struct tfs__waiter *stop, *w, *next;
 	size_t budget = 0, n = 0;
 	int rc;
 
-	if (bytes == SUBMIT_ROLL)
-		self.roll = true;
-	else
-		self.bytes = bytes;
+	self.bytes = bytes;
 	pthread_cond_init(&self.cond, NULL);
 	pthread_mutex_lock(&pl->q_lock);
 	if (pl->q_tail)
@@ -513,12 +512,12 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		goto done;
 
 	/* Leader: take everyone queued now, up to the budget (at least ourselves);
-	 * a roll runs alone. */
-	if (self.roll) {
+	 * an exclusive request (roll, cleaner swap) runs alone. */
+	if (self.exclusive) {
 		stop = self.next;
 		n = 1;
 	} else {
-		for (stop = &self; stop && !stop->roll &&
+		for (stop = &self; stop && !stop->exclusive &&
 		     (stop == &self || budget + stop->bytes <= GROUP_BUDGET_BYTES); stop = stop->next) {
 			budget += stop->bytes;
 			n++;
@@ -526,8 +525,8 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	}
 	pthread_mutex_unlock(&pl->q_lock);
 
-	if (self.roll)
-		rc = tfs_segment_size(active_segment(pl)) > 0 ? roll_locked(pl) : 0;
+	if (self.exclusive)
+		rc = self.exclusive(pl, self.exclusive_arg);
 	else
 		rc = commit_group(pl, &self, n);
 
@@ -574,14 +573,14 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
 	 * estimate is the uncompressed size, so zstd never changes the answer). */
 	if (bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes)
 		return -EFBIG;
-	return submit(pl, recs, count, bytes, durable, first, timestamp);
+	return submit(pl, recs, count, bytes, durable, NULL, NULL, first, timestamp);
 }
 
 int tfs_plog_sync(struct tfs_plog *pl)
 {
 	if (pl->env.read_only)
 		return 0;
-	return submit(pl, NULL, 0, 0, true, NULL, NULL);
+	return submit(pl, NULL, 0, 0, true, NULL, NULL, NULL, NULL);
 }
 
 int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms)
@@ -593,9 +592,20 @@ int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms)
 	return tfs_plog_sync(pl);
 }
 
+static int roll_exclusive(struct tfs_plog *pl, void *arg)
+{
+	(void)arg;
+	return tfs_segment_size(active_segment(pl)) > 0 ? roll_locked(pl) : 0;
+}
+
 int tfs_plog_roll(struct tfs_plog *pl)
 {
 	if (pl->env.read_only)
 		return TFS_EREADONLY;
-	return submit(pl, NULL, 0, SUBMIT_ROLL, false, NULL, NULL);
+	return submit(pl, NULL, 0, 0, false, roll_exclusive, NULL, NULL, NULL);
+}
+
+int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg)
+{
+	return submit(pl, NULL, 0, 0, false, fn, arg, NULL, NULL);
 }

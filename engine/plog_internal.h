@@ -52,6 +52,12 @@ struct tfs_seglist *tfs__seglist_alloc(int count);
 /* Index of the last segment with base <= offset, or -1. */
 int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
 
+/* Runs fn(pl, arg) as the group-commit leader: in queue order, with no append
+ * in flight and none starting until it returns (rolls, the cleaner's swaps).
+ * fn may read pl->segs without the lock and must publish changes under
+ * pl->lock held for writing. Returns fn's result. */
+int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
+
 /* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
 int tfs__plog_recover(struct tfs_plog *pl);
 

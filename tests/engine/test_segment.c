@@ -1,0 +1,165 @@
+/* test_segment.c - segment file names, Kafka's index rule and lookups, index
+ * files written and checked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/segment.h"
+#include "io/log.h"
+#include "tests/t_util.h"
+
+static void names_are_twenty_zero_padded_digits(void **state)
+{
+	char buf[256];
+	tfs_offset_t base;
+	const char *suffix;
+	(void)state;
+
+	tfs_segment_file_name(buf, sizeof(buf), "/d", 368769, ".log");
+	assert_string_equal(buf, "/d/00000000000000368769.log");
+	assert_int_equal(tfs_segment_parse_name("00000000000000368769.log", &base, &suffix), 0);
+	assert_int_equal(base, 368769);
+	assert_string_equal(suffix, ".log");
+	assert_int_equal(tfs_segment_parse_name("00000000000000000007.log.swap", &base, &suffix), 0);
+	assert_string_equal(suffix, ".log.swap");
+	assert_int_equal(tfs_segment_parse_name("0000000000000000007.log", &base, &suffix), -EINVAL);
+	assert_int_equal(tfs_segment_parse_name("0000000000000000000x.log", &base, &suffix), -EINVAL);
+	assert_int_equal(tfs_segment_parse_name("99999999999999999999.log", &base, &suffix), -EINVAL);
+	assert_int_equal(tfs_segment_parse_name("00000000000000000001log", &base, &suffix), -EINVAL);
+	assert_int_equal(tfs_segment_parse_name("cleaner-offset-checkpoint", &base, &suffix), -EINVAL);
+}
+
+struct fx {
+	struct tfs_io *io;
+	struct tfs_fdcache *fdc;
+	char *dir;
+	int dirfd;
+	struct tfs_segment *s;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	tfs_log_set_level(TFS_LOG_ERROR);
+	f->io = t_io();
+	f->fdc = tfs_fdcache_create(f->io, 8);
+	f->dir = t_mkdtemp("seg");
+	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(tfs_segment_create(f->io, f->fdc, f->dirfd, f->dir, 100, 4096, &f->s), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	tfs_segment_unref(f->s);
+	tfs_fdcache_destroy(f->fdc);
+	tfs_io_destroy(f->io);
+	close(f->dirfd);
+	t_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static void first_batch_is_never_indexed_then_every_4096_bytes(void **state)
+{
+	struct fx *f = *state;
+	tfs_pos_t pos = 0;
+	tfs_offset_t off = 100;
+
+	/* 100 batches of 1000 bytes, 10 records each */
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tfs_segment_note_batch(f->s, pos, 1000, off, off + 9, 1000 + i), 0);
+		pos += 1000;
+		off += 10;
+	}
+	/* an entry is added before a batch once more than 4096 bytes went by: after
+	 * 5 batches (5000 > 4096), i.e. at batches 5, 10, ... */
+	assert_int_equal(f->s->index_count, 19);
+	assert_int_equal(f->s->index[0].pos, 5000);
+	assert_int_equal(f->s->index[0].rel_offset, 59);
+	assert_int_equal(f->s->next_offset, 1100);
+	/* lookups: the largest entry whose offset <= target, else 0 */
+	assert_int_equal(tfs_segment_lookup(f->s, 100), 0);
+	assert_int_equal(tfs_segment_lookup(f->s, 158), 0);
+	assert_int_equal(tfs_segment_lookup(f->s, 159), 5000);
+	assert_int_equal(tfs_segment_lookup(f->s, 208), 5000);
+	assert_int_equal(tfs_segment_lookup(f->s, 209), 10000);
+	assert_int_equal(tfs_segment_lookup(f->s, 5000), 95000);
+	assert_int_equal(tfs_segment_lookup(f->s, 50), 0);
+	assert_false(tfs_segment_index_full(f->s, 10485760));
+	assert_true(tfs_segment_index_full(f->s, 19 * 8));
+}
+
+static void index_files_are_kafkas_layout_and_checked(void **state)
+{
+	struct fx *f = *state;
+	char p[4200];
+	uint8_t *data = NULL;
+	long n;
+
+	for (int i = 0; i < 12; i++)
+		tfs_segment_note_batch(f->s, i * 1000, 1000, 100 + i, 100 + i, 5000 + i);
+	assert_int_equal(tfs_segment_indexes_match(f->s), 0);    /* no files yet */
+	f->s->sealed = true;
+	assert_int_equal(tfs_segment_write_indexes(f->s, f->dirfd, true), 0);
+	assert_int_equal(tfs_segment_indexes_match(f->s), 1);
+	snprintf(p, sizeof(p), "%s/00000000000000000100.index", f->dir);
+	n = t_read_file(p, &data);
+	assert_int_equal(n, 2 * 8);
+	/* entry 0: relative offset 5 (big-endian), position 5000 */
+	assert_int_equal(data[3], 5);
+	assert_int_equal((data[6] << 8) | data[7], 5000);
+	free(data);
+	snprintf(p, sizeof(p), "%s/00000000000000000100.timeindex", f->dir);
+	n = t_read_file(p, &data);
+	assert_int_equal(n, 3 * 12);      /* two entries plus the final one of a sealed segment */
+	free(data);
+	t_write_file(p, "junk", 4);
+	assert_int_equal(tfs_segment_indexes_match(f->s), 0);
+}
+
+static void deleted_segments_keep_reading_until_the_last_ref(void **state)
+{
+	struct fx *f = *state;
+	char p[4200], buf[8];
+	int fd;
+
+	fd = tfs_fdcache_get(f->fdc, &f->s->log);
+	assert_int_equal(tfs_io_write(f->io, fd, "abcdefgh", 8, 0), 0);
+	tfs_fdcache_put(f->fdc, &f->s->log);
+	atomic_store(&f->s->size, 8);
+	tfs_segment_ref(f->s);
+	assert_int_equal(tfs_segment_mark_deleted(f->s, f->dirfd), 0);
+	snprintf(p, sizeof(p), "%s/00000000000000000100.log", f->dir);
+	assert_int_equal(access(p, F_OK), -1);
+	assert_int_equal(tfs_segment_read(f->s, buf, 8, 0), 8);
+	assert_memory_equal(buf, "abcdefgh", 8);
+	tfs_segment_unref(f->s);                 /* one ref left: files still there */
+	snprintf(p, sizeof(p), "%s/00000000000000000100.log.deleted", f->dir);
+	assert_int_equal(access(p, F_OK), 0);
+	tfs_segment_unref(f->s);
+	f->s = NULL;
+	assert_int_equal(access(p, F_OK), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(names_are_twenty_zero_padded_digits),
+		cmocka_unit_test_setup_teardown(first_batch_is_never_indexed_then_every_4096_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(index_files_are_kafkas_layout_and_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(deleted_segments_keep_reading_until_the_last_ref, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("segment", tests, NULL, NULL);
+}
