@@ -102,6 +102,12 @@ static inline enum tfs_codec tfs_batch_codec(const struct tfs_batch_header *h)
 /* CRC-32C of buf, continuing from crc (start with 0). Uses the CPU's crc32
  * instruction (SSE4.2) when present, a slicing table otherwise. */
 uint32_t tfs_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The two implementations behind tfs_crc32c, for tests and benchmarks: the portable
+ * slicing table, and the SSE4.2 instruction. tfs_crc32c_hw falls back to the table
+ * when tfs_crc32c_hw_available() is false (no SSE4.2, or not an x86-64 build). */
+uint32_t tfs_crc32c_sw(uint32_t crc, const void *buf, size_t len);
+uint32_t tfs_crc32c_hw(uint32_t crc, const void *buf, size_t len);
+bool tfs_crc32c_hw_available(void);
 
 /* Decodes the first 61 bytes of buf into *h. Checks: avail >= 17 to read magic,
  * magic == 2, length >= 49, avail >= 61. Does not check the CRC or that the whole
@@ -113,10 +119,13 @@ int tfs_batch_header_decode(const uint8_t *buf, size_t avail,
 
 /* Full validity check of one whole batch (buf holds exactly tfs_batch_size bytes):
  * header, CRC, and the record structure (decompressing with it if needed).
- * Returns 0 or TFS_ECORRUPT / TFS_EUNSUPPORTED with a static reason in *why. */
+ * Returns 0 or TFS_ECORRUPT / TFS_EUNSUPPORTED with a static reason in *why
+ * (-ENOMEM if a zstd body cannot be buffered). */
 int tfs_batch_verify(const uint8_t *buf, size_t len, const char **why);
 
-/* Header check plus CRC only (cheap; what recovery and the reader use). */
+/* Header check plus CRC only (cheap; what recovery and the reader use). buf holds
+ * exactly one batch, as for tfs_batch_verify: a shorter buffer, or bytes after the
+ * batch, are TFS_ECORRUPT. */
 int tfs_batch_check_crc(const uint8_t *buf, size_t len, const char **why);
 
 /* One header of a record: key is never null; value may be (value_null). */
@@ -157,12 +166,19 @@ void tfs_record_iter_init(struct tfs_record_iter *it);
 void tfs_record_iter_release(struct tfs_record_iter *it);
 /* Starts iterating the batch in buf (exactly one whole batch, already CRC-checked
  * or not: the record structure is checked as it goes). Decompresses zstd.
- * Returns 0, TFS_ECORRUPT or TFS_EUNSUPPORTED (gzip/snappy/lz4). */
+ * Returns 0, TFS_ECORRUPT, TFS_EUNSUPPORTED (gzip/snappy/lz4) or -ENOMEM; after a
+ * failure tfs_record_iter_next returns TFS_ECORRUPT until the next good reset. */
 int tfs_record_iter_reset(struct tfs_record_iter *it, const uint8_t *buf, size_t len,
                           const char **why);
 /* Returns 1 with *r filled, 0 at the end (after checking the region is exhausted),
  * or TFS_ECORRUPT with a reason. */
 int tfs_record_iter_next(struct tfs_record_iter *it, struct tfs_record *r, const char **why);
+
+/* tfs_batch_verify on the iterator's reusable decompression context, for callers
+ * that verify many batches (tfs_batch_verify itself creates a context per zstd
+ * batch). Leaves the iterator finished; tfs_record_iter_reset it to read records. */
+int tfs_record_iter_verify(struct tfs_record_iter *it, const uint8_t *buf, size_t len,
+                           const char **why);
 
 /* Walks the headers of a record: *cursor starts as r->headers_raw; returns 1 with
  * *h filled, 0 at the end, TFS_ECORRUPT. */
@@ -209,16 +225,21 @@ struct tfs_batch_builder {
 void tfs_batch_builder_init(struct tfs_batch_builder *b);
 void tfs_batch_builder_release(struct tfs_batch_builder *b);
 void tfs_batch_builder_reset(struct tfs_batch_builder *b, const struct tfs_batch_params *p);
-/* Appends a record with offset delta = number of records added so far. -ENOMEM. */
+/* Appends a record with offset delta = number of records added so far (precisely:
+ * the last delta + 1, which is the same unless add_at left gaps). Returns 0, -ENOMEM,
+ * or -EMSGSIZE (a key, value or record longer than Kafka's int32 lengths allow). */
 int tfs_batch_builder_add(struct tfs_batch_builder *b, const struct tfs_record_in *r);
-/* Appends a record at r->offset_delta (strictly increasing; the cleaner keeps gaps). */
+/* Appends a record at r->offset_delta (strictly increasing; the cleaner keeps gaps).
+ * Returns 0, -EINVAL (delta negative or not above the last), -ENOMEM, -EMSGSIZE. */
 int tfs_batch_builder_add_at(struct tfs_batch_builder *b, const struct tfs_record_in *r);
 /* Size the finished batch would have without compression (for max.message.bytes). */
 size_t tfs_batch_builder_size_estimate(const struct tfs_batch_builder *b);
 /* Finishes the batch: compresses if the codec says so, writes the header and CRC.
  * last_offset_delta < 0 means "the last added record's delta"; the cleaner passes
  * the original batch's value. On success *out / *len borrow the builder's buffer,
- * valid until the next reset. */
+ * valid until the next reset. Returns 0; -EINVAL (no records - an empty batch is
+ * tfs_batch_write_empty's -, last_offset_delta below the last added delta, codec
+ * 5-7, bad zstd level); TFS_EUNSUPPORTED (gzip/snappy/lz4); -ENOMEM; -EMSGSIZE. */
 int tfs_batch_builder_finish(struct tfs_batch_builder *b, int32_t last_offset_delta,
                              const uint8_t **out, size_t *len);
 

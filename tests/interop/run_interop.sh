@@ -1,0 +1,97 @@
+#!/bin/sh
+# run_interop.sh BUILD_DIR - topicfs's RecordBatch codec against kafka-python, both ways.
+#
+#   topicfs writes  -> kafka-python decodes   (plain and zstd)
+#   kafka-python builds -> topicfs reads      (plain and zstd, frames with and without
+#                                              a content size)
+# and, so that a checker that accepts everything cannot pass, both checkers must
+# reject a wrong expectation and a segment with a flipped byte.
+#
+# Builds nothing: BUILD_DIR must hold the interop_codec driver. Needs /usr/bin/python3
+# with python3-kafka and python3-zstandard (Debian). Prints one line per check and
+# "interop: N passed, M failed"; exits 1 if any check failed, 2 on a setup problem.
+set -u
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 BUILD_DIR" >&2
+	exit 2
+fi
+DRIVER="$1/interop_codec"
+CHECK="$(cd "$(dirname "$0")" && pwd)/kafka_check.py"
+PY=/usr/bin/python3
+if [ ! -x "$DRIVER" ]; then
+	echo "interop: $DRIVER not found; build the interop_codec target first" >&2
+	exit 2
+fi
+if ! "$PY" -c 'import kafka.record.default_records, zstandard' 2>/dev/null; then
+	echo "interop: $PY lacks kafka-python or zstandard (apt install python3-kafka python3-zstandard)" >&2
+	exit 2
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tfs-interop-XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT INT TERM
+passed=0
+failed=0
+
+# ok NAME CMD... : the command must succeed.
+ok() {
+	name=$1
+	shift
+	if "$@" >"$TMP/out" 2>&1; then
+		passed=$((passed + 1))
+		echo "pass: $name"
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $name"
+		sed 's/^/    /' "$TMP/out"
+	fi
+}
+
+# rejects NAME CMD... : the command must fail with status 1 (a reported mismatch).
+rejects() {
+	name=$1
+	shift
+	"$@" >"$TMP/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq 1 ]; then
+		passed=$((passed + 1))
+		echo "pass: $name ($(tail -n 1 "$TMP/out"))"
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $name (exit $rc, expected a rejection)"
+		sed 's/^/    /' "$TMP/out"
+	fi
+}
+
+cd "$TMP" || exit 2
+
+# topicfs -> kafka-python
+ok "topicfs writes, kafka-python decodes" "$DRIVER" write c.log c.jsonl
+ok "  ... records match" "$PY" "$CHECK" decode c.log c.jsonl
+ok "topicfs writes zstd, kafka-python decodes" "$DRIVER" write cz.log cz.jsonl zstd
+ok "  ... records match" "$PY" "$CHECK" decode cz.log cz.jsonl
+
+# kafka-python -> topicfs
+ok "kafka-python builds" "$PY" "$CHECK" build k.log k.jsonl
+ok "  ... topicfs reads, records match" "$DRIVER" read k.log k.jsonl
+ok "kafka-python builds zstd" "$PY" "$CHECK" build kz.log kz.jsonl --zstd
+ok "  ... topicfs reads, records match" "$DRIVER" read kz.log kz.jsonl
+
+# The checkers can fail: a wrong value, a missing record, a flipped byte.
+if [ -s c.jsonl ] && [ -s k.jsonl ]; then
+	sed '1s/"value": "[0-9a-f]*"/"value": "ff"/' c.jsonl >c-wrong.jsonl
+	sed '1s/"value": "[0-9a-f]*"/"value": "ff"/' k.jsonl >k-wrong.jsonl
+	sed '$d' k.jsonl >k-short.jsonl
+	cp c.log c-flip.log
+	printf '\377' | dd of=c-flip.log bs=1 seek=70 conv=notrunc 2>/dev/null
+	cp k.log k-flip.log
+	printf '\377' | dd of=k-flip.log bs=1 seek=70 conv=notrunc 2>/dev/null
+	rejects "kafka-python rejects a wrong value" "$PY" "$CHECK" decode c.log c-wrong.jsonl
+	rejects "topicfs rejects a wrong value" "$DRIVER" read k.log k-wrong.jsonl
+	rejects "topicfs rejects a missing record" "$DRIVER" read k.log k-short.jsonl
+	rejects "kafka-python rejects a flipped byte" "$PY" "$CHECK" decode c-flip.log c.jsonl
+	rejects "topicfs rejects a flipped byte" "$DRIVER" read k-flip.log k.jsonl
+fi
+
+echo "interop: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
