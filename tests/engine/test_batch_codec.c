@@ -1172,7 +1172,7 @@ static void every_byte_corruption(int16_t codec)
 			int rc;
 			bad[pos] ^= masks[m];
 			rc = tfs_batch_verify(bad, len, &why);
-			if (pos == OFF_BASE_OFFSET && (bad[pos] & 0x80)) {
+			if (pos == 0 && (bad[pos] & 0x80)) {
 				/* outside the CRC, but a negative base offset is refused */
 				assert_int_equal(rc, TFS_ECORRUPT);
 			} else if (pos < OFF_LENGTH || (pos >= OFF_LEADER_EPOCH && pos < OFF_MAGIC)) {
