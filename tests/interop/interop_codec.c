@@ -1,4 +1,4 @@
-/* interop_codec.c - the C side of the kafka-python interoperability check.
+/* interop_codec.c - the codec and the partition log against kafka-python.
  *
  *   interop_codec write LOGFILE EXPECTED.jsonl [zstd]
  *       Writes a segment of batches made by tfs_batch_builder - keys, keyless
@@ -9,6 +9,12 @@
  *   interop_codec read LOGFILE EXPECTED.jsonl
  *       Verifies every batch of LOGFILE (CRC and structure) and compares every record
  *       with EXPECTED.jsonl, as written by kafka_check.py build.
+ *   interop_codec plog-write PARTITION_DIR EXPECTED.jsonl [zstd]
+ *       Appends records through the partition log (single records, a rename's
+ *       two-record unit, a many-record unit) and writes their JSON lines.
+ *   interop_codec plog-read PARTITION_DIR EXPECTED.jsonl
+ *       Opens a partition directory holding a kafka-python segment with the engine
+ *       and checks every record and every key's newest value.
  *
  * JSON lines: one object per record, in log order:
  *   {"offset":N,"timestamp":T,"key":hex|null,"value":hex|null,
@@ -25,6 +31,8 @@
 #include <string.h>
 
 #include "engine/batch_codec.h"
+#include "engine/partition_log.h"
+#include "io/file_util.h"
 
 #define T0 INT64_C(1700000000000)
 #define DAY_MS INT64_C(86400000)
@@ -764,13 +772,192 @@ out:
 	return rc;
 }
 
+/* ---- the partition log, end to end ------------------------------------------- */
+
+/* plog-write DIR JSONL [zstd]: appends through tfs_plog_append (single records,
+ * a two-record unit like a rename, a many-record unit like a .put write), so the
+ * bytes kafka-python checks are the ones the engine itself wrote. */
+static int cmd_plog_write(const char *dir, const char *jsonl_path, int zstd)
+{
+	static uint8_t blob[256];
+	struct tfs_topic_config cfg;
+	struct tfs_io *io = NULL;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_plog *pl = NULL;
+	struct tfs_plog_env env;
+	FILE *jsonl = NULL;
+	struct tfs_header hdr[2] = {
+		{ .key = str("content-type"), .value = str("text/plain") },
+		{ .key = str("none"), .value_null = true },
+	};
+	struct tfs_append_rec units[8][4];
+	size_t counts[8] = { 1, 1, 1, 2, 4, 1, 1, 1 };
+	int rc = EXIT_MISMATCH;
+
+	for (size_t i = 0; i < sizeof(blob); i++)
+		blob[i] = (uint8_t)i;
+	memset(units, 0, sizeof(units));
+	units[0][0] = (struct tfs_append_rec){ .key = str("user-1"), .value = str("alice"),
+	                                       .headers = hdr, .header_count = 2 };
+	units[1][0] = (struct tfs_append_rec){ .key_null = true, .value = str("keyless line") };
+	units[2][0] = (struct tfs_append_rec){ .key = str(""), .value = str("") };
+	units[3][0] = (struct tfs_append_rec){ .key = str("b"), .value = str("moved") };
+	units[3][1] = (struct tfs_append_rec){ .key = str("a"), .value_null = true };
+	for (int i = 0; i < 4; i++)
+		units[4][i] = (struct tfs_append_rec){ .key = tfs_slice_make(blob + i, 4),
+		                                       .value = tfs_slice_make(blob, 64 + (size_t)i) };
+	units[5][0] = (struct tfs_append_rec){ .key = tfs_slice_make(blob, sizeof(blob)),
+	                                       .value = tfs_slice_make(blob, sizeof(blob)) };
+	units[6][0] = (struct tfs_append_rec){ .key = str("user-1"), .value_null = true };
+	units[7][0] = (struct tfs_append_rec){ .key = str("user-1"), .value = str("back") };
+
+	tfs_topic_config_defaults(&cfg);
+	cfg.compression = zstd ? TFS_CODEC_ZSTD : TFS_CODEC_NONE;
+	if (tfs_io_create(TFS_IO_AUTO, &io) || !(fdc = tfs_fdcache_create(io, 16)))
+		goto out;
+	env = (struct tfs_plog_env){ .io = io, .fdcache = fdc, .config = &cfg };
+	if ((rc = tfs_plog_open(&env, dir, true, &pl)) != 0) {
+		complain("%s: cannot open: %s", dir, tfs_strerror(rc));
+		rc = EXIT_MISMATCH;
+		goto out;
+	}
+	rc = EXIT_MISMATCH;
+	jsonl = fopen(jsonl_path, "w");
+	if (!jsonl)
+		goto out;
+	for (size_t u = 0; u < 8; u++) {
+		tfs_offset_t first;
+		int64_t ts;
+		int err = tfs_plog_append(pl, units[u], counts[u], u == 7, &first, &ts);
+		if (err) {
+			complain("%s: append %zu failed: %s", dir, u, tfs_strerror(err));
+			goto out;
+		}
+		for (size_t i = 0; i < counts[u]; i++) {
+			const struct tfs_append_rec *a = &units[u][i];
+			struct tfs_record_in r = {
+				.key = a->key, .key_null = a->key_null, .value = a->value,
+				.value_null = a->value_null, .timestamp = ts, .offset_delta = (int32_t)i,
+				.headers = a->headers, .header_count = a->header_count,
+			};
+			json_record(jsonl, first, &r);
+		}
+	}
+	printf("%s: partition %s written through the engine%s\n", prog, dir, zstd ? " (zstd)" : "");
+	rc = 0;
+out:
+	if (jsonl && fclose(jsonl) && !rc)
+		rc = EXIT_MISMATCH;
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	return rc;
+}
+
+/* plog-read DIR JSONL: opens DIR (a partition directory holding a segment that
+ * kafka-python built) with the engine, read-only, and checks every record through
+ * a cursor and each key's newest value through the key directory. */
+static int cmd_plog_read(const char *dir, const char *jsonl_path)
+{
+	struct tfs_topic_config cfg;
+	struct tfs_io *io = NULL;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_plog *pl = NULL;
+	struct tfs_plog_cursor *c = NULL;
+	struct tfs_plog_env env;
+	struct jrecord *want = NULL;
+	struct tfs_record r;
+	size_t nwant = 0, n = 0, live = 0;
+	int rc = EXIT_MISMATCH, err;
+
+	if (expected_load(jsonl_path, &want, &nwant))
+		goto out;
+	tfs_topic_config_defaults(&cfg);
+	if (tfs_io_create(TFS_IO_AUTO, &io) || !(fdc = tfs_fdcache_create(io, 16)))
+		goto out;
+	env = (struct tfs_plog_env){ .io = io, .fdcache = fdc, .config = &cfg, .read_only = true };
+	if ((err = tfs_plog_open(&env, dir, false, &pl)) != 0) {
+		complain("%s: the engine cannot open it: %s", dir, tfs_strerror(err));
+		goto out;
+	}
+	if ((err = tfs_plog_cursor_open(pl, 0, &c)) != 0)
+		goto out;
+	while ((err = tfs_plog_cursor_next(c, &r, NULL)) == 1) {
+		const char *diff;
+		if (n >= nwant) {
+			complain("%s: record at offset %lld is not in %s", dir, (long long)r.offset,
+			         jsonl_path);
+			goto out;
+		}
+		if ((diff = record_diff(&r, &want[n])) != NULL) {
+			complain("%s: record %zu (offset %lld): %s differs", dir, n,
+			         (long long)r.offset, diff);
+			goto out;
+		}
+		n++;
+	}
+	if (err < 0 || n != nwant) {
+		complain("%s: %zu records read (%s), %s lists %zu", dir, n,
+		         err < 0 ? tfs_strerror(err) : "end", jsonl_path, nwant);
+		goto out;
+	}
+	/* the key directory names each key's newest record, and tombstoned keys not */
+	for (size_t i = 0; i < nwant; i++) {
+		struct tfs_record_copy rc2;
+		bool newest = true;
+		if (want[i].key.null)
+			continue;
+		for (size_t j = i + 1; j < nwant; j++)
+			if (!want[j].key.null && want[j].key.len == want[i].key.len &&
+			    !memcmp(want[j].key.p, want[i].key.p, want[i].key.len))
+				newest = false;
+		if (!newest)
+			continue;
+		err = tfs_plog_read_key(pl, tfs_slice_make(want[i].key.p, want[i].key.len), &rc2);
+		if (want[i].value.null ? err != -ENOENT :
+		    (err != 0 || rc2.value_len != want[i].value.len ||
+		     (rc2.value_len && memcmp(rc2.value, want[i].value.p, rc2.value_len)))) {
+			complain("%s: key directory disagrees for the key of offset %lld", dir,
+			         (long long)want[i].offset);
+			if (err == 0)
+				tfs_record_copy_release(&rc2);
+			goto out;
+		}
+		if (err == 0) {
+			tfs_record_copy_release(&rc2);
+			live++;
+		}
+	}
+	if (tfs_plog_live_keys(pl) != live) {
+		complain("%s: %zu live keys, expected %zu", dir, tfs_plog_live_keys(pl), live);
+		goto out;
+	}
+	printf("%s: %s: %zu records and %zu live keys match through the engine\n", prog, dir, n, live);
+	rc = 0;
+out:
+	tfs_plog_cursor_close(c);
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	for (size_t i = 0; i < nwant; i++)
+		jrecord_free(&want[i]);
+	free(want);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "read"))
 		return cmd_read(argv[2], argv[3]);
 	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "write"))
 		return cmd_write(argv[2], argv[3], argc == 5);
+	if (argc == 4 && !strcmp(argv[1], "plog-read"))
+		return cmd_plog_read(argv[2], argv[3]);
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "plog-write"))
+		return cmd_plog_write(argv[2], argv[3], argc == 5);
 	fprintf(stderr, "usage: %s write LOGFILE EXPECTED.jsonl [zstd]\n"
-	                "       %s read LOGFILE EXPECTED.jsonl\n", prog, prog);
+	                "       %s read LOGFILE EXPECTED.jsonl\n"
+	                "       %s plog-write PARTITION_DIR EXPECTED.jsonl [zstd]\n"
+	                "       %s plog-read PARTITION_DIR EXPECTED.jsonl\n", prog, prog, prog, prog);
 	return EXIT_USAGE;
 }

@@ -77,6 +77,18 @@ ok "  ... topicfs reads, records match" "$DRIVER" read k.log k.jsonl
 ok "kafka-python builds zstd" "$PY" "$CHECK" build kz.log kz.jsonl --zstd
 ok "  ... topicfs reads, records match" "$DRIVER" read kz.log kz.jsonl
 
+# The engine end to end: segments appended by the partition log decode in
+# kafka-python, and a kafka-python segment opens as a partition.
+ok "engine appends, kafka-python decodes" "$DRIVER" plog-write p-0 p.jsonl
+ok "  ... records match" "$PY" "$CHECK" decode p-0/00000000000000000000.log p.jsonl
+ok "engine appends zstd, kafka-python decodes" "$DRIVER" plog-write pz-0 pz.jsonl zstd
+ok "  ... records match" "$PY" "$CHECK" decode pz-0/00000000000000000000.log pz.jsonl
+mkdir -p k-0 kz-0
+cp k.log k-0/00000000000000000000.log
+cp kz.log kz-0/00000000000000000000.log
+ok "kafka-python segment opens as a partition" "$DRIVER" plog-read k-0 k.jsonl
+ok "kafka-python zstd segment opens as a partition" "$DRIVER" plog-read kz-0 kz.jsonl
+
 # The checkers can fail: a wrong value, a missing record, a flipped byte.
 if [ -s c.jsonl ] && [ -s k.jsonl ]; then
 	sed '1s/"value": "[0-9a-f]*"/"value": "ff"/' c.jsonl >c-wrong.jsonl
