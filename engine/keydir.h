@@ -49,7 +49,9 @@ void tfs_keydir_destroy(struct tfs_keydir *kd);
 uint64_t tfs_keydir_hash(struct tfs_slice key);
 
 /* Inserts or replaces. A record at an offset lower than the stored one is ignored
- * (returns 0): replays may arrive out of order. -ENOMEM leaves the table unchanged. */
+ * (returns 0). The directory forgets removed keys, so callers feed each key's
+ * records in offset order (appends and the open-time scan both do).
+ * -ENOMEM leaves the table unchanged. */
 int tfs_keydir_put(struct tfs_keydir *kd, struct tfs_slice key, const struct tfs_keyinfo *info);
 /* Removes the key if its stored offset is < offset (a tombstone at offset). */
 void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t offset);
@@ -65,11 +67,11 @@ size_t tfs_keydir_key_bytes(const struct tfs_keydir *kd);
 /* Called for each key in ascending hash order. key borrows the directory's copy:
  * valid only during the call. Return 0 to go on, non-zero to stop (that value is
  * returned by tfs_keydir_scan; the key it was called for counts as NOT consumed,
- * so the next scan resumes at it). */
+ * so the next scan resumes at it). The visitor must not change the directory. */
 typedef int (*tfs_keydir_visit_fn)(void *arg, struct tfs_slice key,
                                    const struct tfs_keyinfo *info, uint64_t hash);
 
-/* Visits keys whose hash is > after_hash (after_hash_valid = false: from the
+/* Visits keys whose hash is > after_hash (after_valid = false: from the
  * start). Use the hash of the last key the visitor accepted as the next cursor.
  * Keys with equal hashes are visited back to back; a caller that must stop in the
  * middle of such a run should stop before its first member. Returns 0 when the
