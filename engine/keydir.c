@@ -851,6 +851,43 @@ int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs
 	return tfs_keydir__get_hashed(kd, key, tfs_keydir_hash(key), info);
 }
 
+int tfs_keydir_apply(struct tfs_keydir *kd, const struct tfs_keydir_op *ops, size_t n)
+{
+	/* Three-stage software pipeline: the bucket slot of change i + 16, the
+	 * chain head entry of change i + 8 and that entry's key record of change
+	 * i + 4 are fetched while change i is applied. Distances are a few misses'
+	 * latency worth of work; prefetches are hints, so a table that resizes
+	 * under them only wastes one. */
+	enum { BUCKET_AHEAD = 16, ENTRY_AHEAD = 8, KEY_AHEAD = 4 };
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i + BUCKET_AHEAD < n)
+			__builtin_prefetch(&kd->buckets[ops[i + BUCKET_AHEAD].hash >> bucket_shift(kd)]);
+		if (i + ENTRY_AHEAD < n) {
+			uint32_t idx = kd->buckets[ops[i + ENTRY_AHEAD].hash >> bucket_shift(kd)];
+			if (idx != ENTRY_NONE)
+				__builtin_prefetch(entry_at(kd, idx));
+		}
+		if (i + KEY_AHEAD < n) {
+			uint32_t idx = kd->buckets[ops[i + KEY_AHEAD].hash >> bucket_shift(kd)];
+			if (idx != ENTRY_NONE) {
+				const struct entry *e = entry_at(kd, idx);
+				if (e->hash == ops[i + KEY_AHEAD].hash && e->key_ref != KEY_REF_NONE)
+					__builtin_prefetch(arena_at(kd, e->key_ref));
+			}
+		}
+		if (ops[i].remove) {
+			tfs_keydir__remove_hashed(kd, ops[i].key, ops[i].hash, ops[i].info.offset);
+		} else {
+			rc = tfs_keydir__put_hashed(kd, ops[i].key, ops[i].hash, &ops[i].info);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 size_t tfs_keydir_count(const struct tfs_keydir *kd)
 {
 	return kd->count;

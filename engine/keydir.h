@@ -58,6 +58,21 @@ void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t
 /* 1 and *info filled if present, 0 if not. */
 int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs_keyinfo *info);
 
+/* One change for tfs_keydir_apply: hash = tfs_keydir_hash(key). */
+struct tfs_keydir_op {
+	struct tfs_slice key;
+	uint64_t hash;
+	bool remove;                  /* a tombstone at info.offset */
+	struct tfs_keyinfo info;
+};
+
+/* Applies n changes in order, as n calls of put/remove would, but with the
+ * memory of the next changes prefetched while the current one is applied: a
+ * table of a million keys costs two or three cache misses a change, and this
+ * overlaps them (the open-time scan and group commit use it). -ENOMEM stops at
+ * the failing change; the ones before it stay applied. */
+int tfs_keydir_apply(struct tfs_keydir *kd, const struct tfs_keydir_op *ops, size_t n);
+
 size_t tfs_keydir_count(const struct tfs_keydir *kd);
 /* Bytes of memory held (tables, entries, key arena), for metrics and the bench. */
 size_t tfs_keydir_memory_bytes(const struct tfs_keydir *kd);

@@ -179,6 +179,7 @@ void tfs_plog_close(struct tfs_plog *pl)
 	tfs_keydir_destroy(pl->kd);
 	tfs_batch_builder_release(&pl->builder);
 	free(pl->wbuf);
+	free(pl->kops);
 	free(pl->uncleanable_reason);
 	pthread_rwlock_destroy(&pl->lock);
 	pthread_mutex_destroy(&pl->q_lock);
@@ -283,6 +284,20 @@ fail:
 	return rc;
 }
 
+int tfs__plog_kops_reserve(struct tfs_plog *pl, size_t n)
+{
+	struct tfs_keydir_op *p;
+
+	if (n <= pl->kops_cap)
+		return 0;
+	p = realloc(pl->kops, n * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pl->kops = p;
+	pl->kops_cap = n;
+	return 0;
+}
+
 static int wbuf_reserve(struct tfs_plog *pl, size_t need)
 {
 	if (need <= pl->wcap)
@@ -355,8 +370,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	tfs_pos_t pos;
 	bool in_batch = false;
 	struct tfs_batch_params params;
-
-	size_t k;
+	size_t k, nops = 0;
+	bool kops_failed = false;
 
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		incoming += w->bytes;
@@ -438,6 +453,32 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		goto out;
 	}
 
+	/* The key directory's changes, hashed before taking the lock. */
+	{
+		size_t nrec = 0;
+		for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL)
+			nrec += w->count;
+		nops = 0;
+		if (tfs__plog_kops_reserve(pl, nrec) == 0) {
+			for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+				for (size_t i = 0; i < w->count; i++) {
+					const struct tfs_append_rec *r = &w->recs[i];
+					struct tfs_keydir_op *op;
+					if (r->key_null)
+						continue;
+					op = &pl->kops[nops++];
+					op->key = r->key;
+					op->hash = tfs_keydir_hash(r->key);
+					op->remove = r->value_null;
+					op->info = (struct tfs_keyinfo){ w->first + (tfs_offset_t)i, now,
+					                                 (uint32_t)r->value.len };
+				}
+			}
+		} else {
+			kops_failed = true;
+		}
+	}
+
 	pthread_rwlock_wrlock(&pl->lock);
 	for (int i = 0; i < nspans; i++) {
 		/* -ENOMEM here only costs an index entry: lookups scan a little further */
@@ -447,22 +488,9 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	/* Invariant (3): publish the size before the key directory names the records. */
 	atomic_store_explicit(&seg->size, pos + (tfs_pos_t)wlen, memory_order_release);
 	pl->end_offset = next;
-	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
-		for (size_t i = 0; i < w->count; i++) {
-			const struct tfs_append_rec *r = &w->recs[i];
-			tfs_offset_t off = w->first + (tfs_offset_t)i;
-			if (r->key_null)
-				continue;
-			if (r->value_null) {
-				tfs_keydir_remove(pl->kd, r->key, off);
-			} else {
-				struct tfs_keyinfo info = { off, now, (uint32_t)r->value.len };
-				if (tfs_keydir_put(pl->kd, r->key, &info) < 0)
-					tfs_log_error("plog", "out of memory indexing a key of %s; "
-					              "remount to rebuild", pl->path);
-			}
-		}
-	}
+	if (kops_failed || tfs_keydir_apply(pl->kd, pl->kops, nops) < 0)
+		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
+		              pl->path);
 	pthread_rwlock_unlock(&pl->lock);
 	if (!durable) {
 		int_fast64_t zero = 0;

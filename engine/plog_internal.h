@@ -36,10 +36,13 @@ struct tfs_plog {
 	pthread_mutex_t q_lock;             /* the group-commit queue */
 	struct tfs__waiter *q_head, *q_tail;
 
-	/* used only by the current group-commit leader */
+	/* used only by the current group-commit leader (and by recovery) */
 	struct tfs_batch_builder builder;
 	uint8_t *wbuf;
 	size_t wcap;
+	struct tfs_keydir_op *kops;         /* key-directory changes of one group */
+	size_t kops_cap;
+	struct tfs__kdfeed *kdfeed;         /* during the open-time scan only */
 
 	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
 	int failed;                         /* < 0: a write error left the tail unknown */
@@ -57,6 +60,18 @@ int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
  * fn may read pl->segs without the lock and must publish changes under
  * pl->lock held for writing. Returns fn's result. */
 int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
+
+/* Makes room for n key-directory changes in pl->kops. Leader or recovery only. */
+int tfs__plog_kops_reserve(struct tfs_plog *pl, size_t n);
+
+/* keydir_feed.c: key-directory changes applied on a second thread while the
+ * open-time scan goes on. add copies the key; finish waits for every change,
+ * stops the thread and returns the first error (-ENOMEM). */
+struct tfs__kdfeed;
+int tfs__kdfeed_start(struct tfs_keydir *kd, struct tfs__kdfeed **out);
+int tfs__kdfeed_add(struct tfs__kdfeed *f, struct tfs_slice key, bool remove,
+                    const struct tfs_keyinfo *info);
+int tfs__kdfeed_finish(struct tfs__kdfeed *f);
 
 /* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
 int tfs__plog_recover(struct tfs_plog *pl);
