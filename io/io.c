@@ -223,19 +223,16 @@ int tfs_io_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt
 		torn_write(fd, iov, iovcnt, off);
 	if (rc < 0)
 		return rc;
-	if (sync) {
-		rc = fault_gate(io, TFS_IO_OP_FSYNC);
-		if (rc < 0) {
-			/* the write happens; its fsync fails */
-			int wrc = io->kind == TFS_IO_URING ?
-				tfs__uring_writev(io, fd, iov, iovcnt, off, false) :
-				tfs__sync_writev(fd, iov, iovcnt, off, false);
-			return wrc < 0 ? wrc : rc;
-		}
-	}
+	/* Buffered writes are pwritev on both backends (see io_uring.c). */
+	rc = tfs__sync_writev(fd, iov, iovcnt, off, false);
+	if (rc < 0 || !sync)
+		return rc;
+	rc = fault_gate(io, TFS_IO_OP_FSYNC);
+	if (rc < 0)
+		return rc;
 	if (io->kind == TFS_IO_URING)
-		return tfs__uring_writev(io, fd, iov, iovcnt, off, sync);
-	return tfs__sync_writev(fd, iov, iovcnt, off, sync);
+		return tfs__uring_fsync(io, fd, true);
+	return tfs__sync_fsync(fd, true);
 }
 
 int tfs_io_write(struct tfs_io *io, int fd, const void *buf, size_t len, uint64_t off)

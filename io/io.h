@@ -3,9 +3,10 @@
  * Owns: per-thread io_uring rings (liburing) or nothing (pread/pwrite backend), and
  * the fault-injection counters used by the fault and crash suites.
  *
- * Backends: TFS_IO_URING submits each request to a ring owned by the calling thread
- * (created on its first request, freed at thread exit or destroy), linking a write
- * and its fsync into one submission. TFS_IO_SYNC uses pread/pwrite/fsync. TFS_IO_AUTO
+ * Backends: TFS_IO_URING submits reads and fsyncs to a ring owned by the calling
+ * thread (created on its first request, freed at thread exit or destroy); buffered
+ * writes are pwritev on both backends, because io_uring would punt each one to a
+ * worker thread (measured: io_uring.c). TFS_IO_SYNC uses pread/pwrite/fsync. TFS_IO_AUTO
  * probes io_uring once and falls back to sync where it is unavailable (containers
  * often forbid it). Both give the same results; the whole engine suite runs on both.
  *
@@ -68,7 +69,7 @@ uint64_t tfs_io_op_count(const struct tfs_io *io);
  * or -errno. */
 ssize_t tfs_io_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64_t off);
 /* Writes all of iov at off (retrying short writes); if sync, the data is durable
- * when it returns (a linked fdatasync on io_uring). 0 or -errno (-ENOSPC...). */
+ * when it returns (fdatasync). 0 or -errno (-ENOSPC...). */
 int tfs_io_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt,
                   uint64_t off, bool sync);
 int tfs_io_write(struct tfs_io *io, int fd, const void *buf, size_t len, uint64_t off);

@@ -29,8 +29,6 @@ int tfs__uring_probe(void);
 void tfs__uring_thread_exit(void *ring);
 void tfs__uring_destroy_all(struct tfs_io *io);
 ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64_t off);
-int tfs__uring_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt,
-                      uint64_t off, bool sync);
 int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync);
 
 /* pread/pwrite backend (io_sync.c), also the fallback for partial progress. */

@@ -1,10 +1,16 @@
-/* io_uring.c - the liburing backend.
+/* io_uring.c - the liburing backend: reads and fsyncs go through a ring.
  *
  * One small ring per calling thread, created on the thread's first request and
  * found through a pthread key: rings are not thread-safe, and a ring per thread
- * needs no lock on the hot path. A write that must be durable is submitted as a
- * write linked to an fdatasync (IOSQE_IO_LINK), so one io_uring_enter does both.
- * Short transfers are finished with further submissions.
+ * needs no lock on the hot path. Short reads are finished with further
+ * submissions.
+ *
+ * Buffered writes do not go through the ring: ext4 cannot do them without
+ * blocking, so io_uring hands every one to an io-wq worker thread, which cost two
+ * context switches per append and made single-record appends 3.6x slower than
+ * pwritev (bench/bench_append, --io uring vs --io sync). io.c issues them with
+ * pwritev from the caller's thread and sends the fdatasync that makes them
+ * durable through the ring.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -165,62 +171,6 @@ ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64
 		done += (size_t)res;
 	}
 	return (ssize_t)done;
-}
-
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t n = 0;
-	for (int i = 0; i < iovcnt; i++)
-		n += iov[i].iov_len;
-	return n;
-}
-
-int tfs__uring_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt,
-                      uint64_t off, bool sync)
-{
-	int err = 0, rc, res[2] = { 0, 0 };
-	struct tfs__ring *r = thread_ring(io, &err);
-	struct io_uring_sqe *sqe;
-	size_t total = iov_total(iov, iovcnt);
-
-	if (!r)
-		return err;
-	sqe = io_uring_get_sqe(&r->ring);
-	io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, off);
-	sqe->user_data = 0;
-	if (sync) {
-		sqe->flags |= IOSQE_IO_LINK;
-		sqe = io_uring_get_sqe(&r->ring);
-		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-		sqe->user_data = 1;
-	}
-	rc = submit_reap(&r->ring, sync ? 2 : 1, res);
-	if (rc < 0)
-		return rc;
-	if (res[0] < 0 && res[0] != -EINTR && res[0] != -EAGAIN)
-		return res[0];
-	if (res[0] >= 0 && (size_t)res[0] == total)
-		return sync ? (res[1] < 0 ? res[1] : 0) : 0;
-	/* A short or interrupted write broke the link: finish with plain syscalls. */
-	{
-		struct iovec rest[64];
-		size_t skip = res[0] > 0 ? (size_t)res[0] : 0;
-		int n = 0;
-
-		if (iovcnt > (int)(sizeof(rest) / sizeof(rest[0])))
-			return tfs__sync_writev(fd, iov, iovcnt, off, sync);
-		for (int i = 0; i < iovcnt; i++) {
-			if (skip >= iov[i].iov_len) {
-				skip -= iov[i].iov_len;
-				continue;
-			}
-			rest[n].iov_base = (char *)iov[i].iov_base + skip;
-			rest[n].iov_len = iov[i].iov_len - skip;
-			skip = 0;
-			n++;
-		}
-		return tfs__sync_writev(fd, rest, n, off + (res[0] > 0 ? (uint64_t)res[0] : 0), sync);
-	}
 }
 
 int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync)
