@@ -1,0 +1,445 @@
+/* bench_append.c - append throughput of one partition log.
+ *
+ * What it measures: records (key "user-%07d" over --keys distinct keys, a value of
+ * --value-bytes bytes) appended to ONE partition by --writers threads through
+ * tfs_plog_append, --batch records per call, followed by one tfs_plog_sync. The
+ * clock starts when every writer is ready and stops when the sync returns, so the
+ * figure includes every fsync the engine does (rolls, --durable-every, the last
+ * sync). The partition is opened with tfs_plog_open directly (no engine threads);
+ * the I/O backend is --io (default: $TFS_IO, else auto).
+ *
+ * Values are random characters from a 64-letter alphabet (6 bits of entropy per
+ * byte) taken from a 1 MiB pool at a stride wider than a value, so no two values
+ * of one batch share bytes: zstd finds the keys' redundancy and little else.
+ *
+ * Output: "# ..." lines describe the run; every other line is "name value unit",
+ * for bench/engine.sh to parse:
+ *   records_per_s, mb_per_s (log bytes on disk / s, from tfs_plog_stats
+ *   size_bytes), payload_mb_per_s (key + value bytes / s), seconds, log_bytes,
+ *   payload_bytes, segments, live_keys, peak_rss_mb (getrusage ru_maxrss).
+ * MB is 10^6 bytes, as dd prints it.
+ *
+ * The data lives in a fresh directory DIR/tfs-bench-XXXXXX (DIR: --dir, default
+ * /var/tmp), removed at exit unless --keep.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/batch_codec.h"
+#include "engine/partition_log.h"
+#include "engine/topic_config.h"
+#include "io/file_util.h"
+#include "io/io.h"
+#include "io/log.h"
+
+#define DEFAULT_RECORDS 1000000u
+#define DEFAULT_KEYS 1000000u
+#define DEFAULT_VALUE_BYTES 100u
+#define DEFAULT_BATCH 1000u
+#define DEFAULT_DIR "/var/tmp"
+#define MAX_WRITERS 64
+#define KEY_PREFIX "user-"
+#define KEY_DIGITS 7                      /* "user-%07d": 1M keys fit */
+#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
+#define POOL_BYTES (1u << 20)             /* random value bytes the values are cut from */
+#define POOL_STRIDE 131u                  /* > value size: neighbours never overlap */
+#define MAX_VALUE_BYTES 4096u
+#define FDCACHE_MAX 1024u
+#define PATH_CAP 4096
+#define PART_NAME "/bench-0"        /* the partition directory under the fresh root */
+#define BYTES_PER_MB 1e6
+#define NFTW_FDS 16
+
+struct opts {
+	uint64_t records;
+	uint64_t keys;
+	unsigned value_bytes;
+	unsigned writers;
+	unsigned batch;
+	bool zstd;
+	bool random_keys;
+	bool keep;
+	uint64_t durable_every;           /* records; 0 = only the final sync */
+	const char *dir;
+	enum tfs_io_kind io_kind;
+};
+
+struct writer {
+	pthread_t thread;
+	unsigned id;
+	const struct opts *o;
+	struct tfs_plog *pl;
+	const uint8_t *pool;
+	pthread_barrier_t *start;
+	uint64_t first, end;              /* record indexes [first, end) */
+	uint64_t payload_bytes;
+	int rc;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double peak_rss_mb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_maxrss * 1024.0 / BYTES_PER_MB;   /* ru_maxrss is KiB */
+}
+
+/* splitmix64: a stateless mix for the value pool and random key order. */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Writes "user-%07u" of k into out (KEY_BYTES bytes, no NUL) without printf. */
+static void format_key(uint8_t *out, uint64_t k)
+{
+	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
+	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
+		out[i] = (uint8_t)('0' + k % 10);
+		k /= 10;
+	}
+}
+
+static uint64_t key_of(const struct opts *o, uint64_t i)
+{
+	return (o->random_keys ? mix64(i) : i) % o->keys;
+}
+
+static uint8_t *make_pool(void)
+{
+	static const char alphabet[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint8_t *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
+
+	if (!p)
+		return NULL;
+	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
+		uint64_t r = mix64(i);
+		for (size_t j = 0; j < 8; j++, r >>= 6)
+			p[i + j] = (uint8_t)alphabet[r & 63];
+	}
+	return p;
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	const struct opts *o = w->o;
+	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
+	uint8_t *keys = malloc((size_t)o->batch * KEY_BYTES);
+	uint64_t since_durable = 0;
+
+	pthread_barrier_wait(w->start);
+	if (!recs || !keys) {
+		w->rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = w->first; i < w->end;) {
+		size_t n = 0;
+		bool durable = false;
+
+		for (; n < o->batch && i < w->end; n++, i++) {
+			uint8_t *kp = keys + n * KEY_BYTES;
+			format_key(kp, key_of(o, i));
+			recs[n].key = tfs_slice_make(kp, KEY_BYTES);
+			recs[n].value = tfs_slice_make(w->pool + (i * POOL_STRIDE) % POOL_BYTES,
+			                               o->value_bytes);
+			w->payload_bytes += KEY_BYTES + o->value_bytes;
+		}
+		since_durable += n;
+		if (o->durable_every && since_durable >= o->durable_every) {
+			durable = true;
+			since_durable = 0;
+		}
+		w->rc = tfs_plog_append(w->pl, recs, n, durable, NULL, NULL);
+		if (w->rc < 0) {
+			fprintf(stderr, "bench_append: writer %u: append failed: %s\n", w->id,
+			        tfs_strerror(w->rc));
+			break;
+		}
+	}
+out:
+	free(recs);
+	free(keys);
+	return NULL;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)type;
+	(void)ftw;
+	return remove(path);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: bench_append [options]\n"
+	        "  --records N        records to append (default %u)\n"
+	        "  --keys K           distinct keys \"user-%%07d\" (default %u)\n"
+	        "  --random-keys      key of record i is random over K (default: i %% K)\n"
+	        "  --value-bytes V    value size (default %u, at most %u)\n"
+	        "  --writers W        threads appending to the same partition (default 1)\n"
+	        "  --batch B          records per tfs_plog_append call (default %u)\n"
+	        "  --zstd             compression.type zstd\n"
+	        "  --durable-every N  a durable append after each N records of a writer\n"
+	        "  --dir DIR          parent of the fresh data directory (default %s)\n"
+	        "  --io KIND          auto, uring or sync (default $TFS_IO, else auto)\n"
+	        "  --keep             keep the data directory\n",
+	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, MAX_VALUE_BYTES,
+	        DEFAULT_BATCH, DEFAULT_DIR);
+}
+
+static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min) {
+		fprintf(stderr, "bench_append: bad %s: %s\n", name, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_WRITERS, O_BATCH, O_ZSTD,
+	       O_DURABLE, O_DIR, O_IO, O_KEEP, O_HELP };
+	static const struct option longopts[] = {
+		{ "records", required_argument, NULL, O_RECORDS },
+		{ "keys", required_argument, NULL, O_KEYS },
+		{ "random-keys", no_argument, NULL, O_RANDOM },
+		{ "value-bytes", required_argument, NULL, O_VALUE },
+		{ "writers", required_argument, NULL, O_WRITERS },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "zstd", no_argument, NULL, O_ZSTD },
+		{ "durable-every", required_argument, NULL, O_DURABLE },
+		{ "dir", required_argument, NULL, O_DIR },
+		{ "io", required_argument, NULL, O_IO },
+		{ "keep", no_argument, NULL, O_KEEP },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int c;
+
+	*o = (struct opts){ .records = DEFAULT_RECORDS, .keys = DEFAULT_KEYS,
+	                    .value_bytes = DEFAULT_VALUE_BYTES, .writers = 1,
+	                    .batch = DEFAULT_BATCH, .dir = DEFAULT_DIR,
+	                    .io_kind = tfs_io_kind_from_env() };
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_RECORDS:
+			if (parse_u64("--records", optarg, 1, &o->records) < 0)
+				return -EINVAL;
+			break;
+		case O_KEYS:
+			if (parse_u64("--keys", optarg, 1, &o->keys) < 0)
+				return -EINVAL;
+			if (o->keys > 10000000ull) {    /* KEY_DIGITS */
+				fprintf(stderr, "bench_append: --keys is at most 10000000\n");
+				return -EINVAL;
+			}
+			break;
+		case O_RANDOM:
+			o->random_keys = true;
+			break;
+		case O_VALUE:
+			if (parse_u64("--value-bytes", optarg, 0, &v) < 0 || v > MAX_VALUE_BYTES)
+				return -EINVAL;
+			o->value_bytes = (unsigned)v;
+			break;
+		case O_WRITERS:
+			if (parse_u64("--writers", optarg, 1, &v) < 0 || v > MAX_WRITERS)
+				return -EINVAL;
+			o->writers = (unsigned)v;
+			break;
+		case O_BATCH:
+			if (parse_u64("--batch", optarg, 1, &v) < 0 || v > UINT_MAX / KEY_BYTES)
+				return -EINVAL;
+			o->batch = (unsigned)v;
+			break;
+		case O_ZSTD:
+			o->zstd = true;
+			break;
+		case O_DURABLE:
+			if (parse_u64("--durable-every", optarg, 1, &o->durable_every) < 0)
+				return -EINVAL;
+			break;
+		case O_DIR:
+			o->dir = optarg;
+			break;
+		case O_IO:
+			if (tfs_io_kind_parse(optarg, &o->io_kind) < 0) {
+				fprintf(stderr, "bench_append: bad --io: %s\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case O_KEEP:
+			o->keep = true;
+			break;
+		case 'h':
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct tfs_io *io = NULL;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_topic_config cfg;
+	struct tfs_plog *pl = NULL;
+	struct tfs_plog_stats st;
+	struct writer w[MAX_WRITERS];
+	pthread_barrier_t start;
+	uint8_t *pool = NULL;
+	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME)];
+	uint64_t payload = 0;
+	double t0, secs;
+	int rc, status = 1;
+	bool have_root = false, barrier = false;
+	unsigned started = 0;
+
+	if (parse_opts(argc, argv, &o) < 0)
+		return 2;
+	tfs_log_set_level(TFS_LOG_WARN);   /* rolls log at info level */
+	if (snprintf(root, sizeof(root), "%s/tfs-bench-XXXXXX", o.dir) >= (int)sizeof(root) ||
+	    !mkdtemp(root)) {
+		fprintf(stderr, "bench_append: cannot create a directory in %s: %s\n", o.dir,
+		        strerror(errno));
+		return 1;
+	}
+	have_root = true;
+	if (snprintf(part, sizeof(part), "%s" PART_NAME, root) >= (int)sizeof(part)) {
+		fprintf(stderr, "bench_append: path too long: %s\n", root);
+		goto out;
+	}
+	pool = make_pool();
+	if (!pool) {
+		fprintf(stderr, "bench_append: out of memory\n");
+		goto out;
+	}
+	rc = tfs_io_create(o.io_kind, &io);
+	if (rc < 0) {
+		fprintf(stderr, "bench_append: cannot create io (%s): %s\n", tfs_io_kind_name(o.io_kind),
+		        tfs_strerror(rc));
+		goto out;
+	}
+	fdc = tfs_fdcache_create(io, FDCACHE_MAX);
+	if (!fdc) {
+		fprintf(stderr, "bench_append: out of memory\n");
+		goto out;
+	}
+	tfs_topic_config_defaults(&cfg);
+	if (o.zstd)
+		cfg.compression = TFS_CODEC_ZSTD;
+	{
+		struct tfs_plog_env env = { io, fdc, &cfg, false };
+		rc = tfs_plog_open(&env, part, true, &pl);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "bench_append: cannot open %s: %s\n", part, tfs_strerror(rc));
+		goto out;
+	}
+	printf("# bench_append records=%" PRIu64 " keys=%" PRIu64 " key_order=%s value_bytes=%u "
+	       "writers=%u batch=%u compression=%s durable_every=%" PRIu64 " io=%s dir=%s\n",
+	       o.records, o.keys, o.random_keys ? "random" : "round-robin", o.value_bytes,
+	       o.writers, o.batch, o.zstd ? "zstd" : "none", o.durable_every,
+	       tfs_io_kind_name(tfs_io_kind_of(io)), root);
+
+	pthread_barrier_init(&start, NULL, o.writers + 1);
+	barrier = true;
+	for (unsigned i = 0; i < o.writers; i++) {
+		w[i] = (struct writer){ .id = i, .o = &o, .pl = pl, .pool = pool, .start = &start,
+		                        .first = o.records * i / o.writers,
+		                        .end = o.records * (i + 1) / o.writers };
+		rc = pthread_create(&w[i].thread, NULL, writer_main, &w[i]);
+		if (rc != 0) {
+			fprintf(stderr, "bench_append: cannot start a writer: %s\n", strerror(rc));
+			/* the started ones wait at the barrier forever: exit without joining */
+			exit(1);
+		}
+		started++;
+	}
+	pthread_barrier_wait(&start);
+	t0 = now_s();
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(w[i].thread, NULL);
+	rc = tfs_plog_sync(pl);
+	secs = now_s() - t0;
+	for (unsigned i = 0; i < started; i++) {
+		if (w[i].rc < 0)
+			goto out;
+		payload += w[i].payload_bytes;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "bench_append: sync failed: %s\n", tfs_strerror(rc));
+		goto out;
+	}
+	tfs_plog_stats(pl, &st);
+	printf("seconds %.3f s\n", secs);
+	printf("records %" PRIu64 " records\n", o.records);
+	printf("records_per_s %.0f records/s\n", (double)o.records / secs);
+	printf("mb_per_s %.1f MB/s\n", (double)st.size_bytes / BYTES_PER_MB / secs);
+	printf("payload_mb_per_s %.1f MB/s\n", (double)payload / BYTES_PER_MB / secs);
+	printf("log_bytes %" PRId64 " bytes\n", st.size_bytes);
+	printf("payload_bytes %" PRIu64 " bytes\n", payload);
+	printf("segments %d segments\n", st.segments);
+	printf("live_keys %zu keys\n", st.live_keys);
+	printf("peak_rss_mb %.1f MB\n", peak_rss_mb());
+	status = 0;
+out:
+	if (barrier)
+		pthread_barrier_destroy(&start);
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	free(pool);
+	if (have_root && !o.keep)
+		nftw(root, rm_entry, NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+	else if (have_root)
+		printf("# kept %s\n", root);
+	fflush(stdout);
+	return status;
+}

@@ -1,0 +1,492 @@
+/* bench_open.c - opening a partition: recovery scan and key-directory rebuild.
+ *
+ * What it measures: the wall time of tfs_plog_open on a partition of --records
+ * records (key "user-%07d" over --keys distinct keys, --value-bytes values; the
+ * same generator as bench_append). Opening reads every segment from position 0,
+ * checks every batch's CRC, decodes every record into the key directory and
+ * rebuilds the in-memory indexes, so the figure is a scan rate: log bytes / open
+ * time.
+ *
+ * The log is built first, untimed, by a child process (batches of --batch records,
+ * then tfs_plog_close), so the peak RSS reported is that of the open alone. With
+ * --reuse PATH an existing partition directory is opened instead (nothing is
+ * built or removed).
+ *
+ * Page cache: by default nothing is dropped, so the open reads from memory (the
+ * build just wrote the log): that is the CPU cost of recovery. --drop-caches adds
+ * a second, cold open after `sync; echo 3 > /proc/sys/vm/drop_caches`, which
+ * needs root; both are reported.
+ *
+ * Output: "# ..." lines describe the run; every other line is "name value unit":
+ *   open_seconds, scan_gb_per_s (log bytes / open time, GB = 10^9 bytes),
+ *   open_records_per_s, log_bytes, segments, live_keys, keydir_bytes (keydir
+ *   memory from tfs_plog_stats), key_bytes (sum of live keys' lengths),
+ *   keydir_bytes_per_key (net: (keydir_bytes - key_bytes) / live_keys),
+ *   keydir_bytes_per_key_raw (keydir_bytes / live_keys), peak_rss_mb;
+ *   with --drop-caches also open_seconds_cold and scan_gb_per_s_cold.
+ * The target is scan_gb_per_s >= 1 (warm).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/batch_codec.h"
+#include "engine/partition_log.h"
+#include "engine/topic_config.h"
+#include "io/file_util.h"
+#include "io/io.h"
+#include "io/log.h"
+
+#define DEFAULT_RECORDS 10000000u
+#define DEFAULT_KEYS 1000000u
+#define DEFAULT_VALUE_BYTES 100u
+#define DEFAULT_BATCH 1000u
+#define DEFAULT_DIR "/var/tmp"
+#define KEY_PREFIX "user-"
+#define KEY_DIGITS 7                      /* "user-%07d": 1M keys fit */
+#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
+#define MAX_KEYS 10000000ull              /* 10^KEY_DIGITS */
+#define POOL_BYTES (1u << 20)             /* random value bytes the values are cut from */
+#define POOL_STRIDE 131u                  /* > value size: neighbours never overlap */
+#define MAX_VALUE_BYTES 4096u
+#define MAX_BATCH 100000u
+#define FDCACHE_MAX 1024u
+#define PATH_CAP 4096
+#define PART_NAME "/bench-0"        /* the partition directory under the fresh root */
+#define BYTES_PER_MB 1e6
+#define BYTES_PER_GB 1e9
+#define NFTW_FDS 16
+#define DROP_CACHES_PATH "/proc/sys/vm/drop_caches"
+
+struct opts {
+	uint64_t records;
+	uint64_t keys;
+	unsigned value_bytes;
+	unsigned batch;
+	bool zstd;
+	bool keep;
+	bool drop_caches;
+	const char *dir;
+	const char *reuse;
+	enum tfs_io_kind io_kind;
+};
+
+/* What one timed open found. */
+struct open_result {
+	double seconds;
+	struct tfs_plog_stats st;
+	uint64_t key_bytes;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double peak_rss_mb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_maxrss * 1024.0 / BYTES_PER_MB;   /* ru_maxrss is KiB */
+}
+
+/* splitmix64, for the value pool (same pool as bench_append). */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void format_key(uint8_t *out, uint64_t k)
+{
+	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
+	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
+		out[i] = (uint8_t)('0' + k % 10);
+		k /= 10;
+	}
+}
+
+static uint8_t *make_pool(void)
+{
+	static const char alphabet[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint8_t *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
+
+	if (!p)
+		return NULL;
+	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
+		uint64_t r = mix64(i);
+		for (size_t j = 0; j < 8; j++, r >>= 6)
+			p[i + j] = (uint8_t)alphabet[r & 63];
+	}
+	return p;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)type;
+	(void)ftw;
+	return remove(path);
+}
+
+static int env_make(const struct opts *o, struct tfs_io **io, struct tfs_fdcache **fdc,
+                    struct tfs_topic_config *cfg)
+{
+	int rc = tfs_io_create(o->io_kind, io);
+
+	if (rc < 0) {
+		fprintf(stderr, "bench_open: cannot create io (%s): %s\n", tfs_io_kind_name(o->io_kind),
+		        tfs_strerror(rc));
+		return rc;
+	}
+	*fdc = tfs_fdcache_create(*io, FDCACHE_MAX);
+	if (!*fdc) {
+		tfs_io_destroy(*io);
+		*io = NULL;
+		return -ENOMEM;
+	}
+	tfs_topic_config_defaults(cfg);
+	if (o->zstd)
+		cfg->compression = TFS_CODEC_ZSTD;
+	return 0;
+}
+
+/* Builds the log at path (run in a child): 0 or a negative errno. */
+static int build_log(const struct opts *o, const char *path)
+{
+	struct tfs_io *io = NULL;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_topic_config cfg;
+	struct tfs_plog *pl = NULL;
+	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
+	uint8_t *keys = malloc((size_t)o->batch * KEY_BYTES);
+	uint8_t *pool = make_pool();
+	int rc;
+
+	if (!recs || !keys || !pool) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = env_make(o, &io, &fdc, &cfg);
+	if (rc < 0)
+		goto out;
+	{
+		struct tfs_plog_env env = { io, fdc, &cfg, false };
+		rc = tfs_plog_open(&env, path, true, &pl);
+	}
+	if (rc < 0)
+		goto out;
+	for (uint64_t i = 0; i < o->records;) {
+		size_t n = 0;
+		for (; n < o->batch && i < o->records; n++, i++) {
+			uint8_t *kp = keys + n * KEY_BYTES;
+			format_key(kp, i % o->keys);
+			recs[n].key = tfs_slice_make(kp, KEY_BYTES);
+			recs[n].value = tfs_slice_make(pool + (i * POOL_STRIDE) % POOL_BYTES, o->value_bytes);
+		}
+		rc = tfs_plog_append(pl, recs, n, false, NULL, NULL);
+		if (rc < 0)
+			goto out;
+	}
+	rc = tfs_plog_sync(pl);
+out:
+	if (rc < 0)
+		fprintf(stderr, "bench_open: building %s failed: %s\n", path, tfs_strerror(rc));
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	free(recs);
+	free(keys);
+	free(pool);
+	return rc;
+}
+
+static int sum_key_bytes(void *arg, struct tfs_slice key, const struct tfs_keyinfo *info,
+                         uint64_t hash)
+{
+	(void)info;
+	(void)hash;
+	*(uint64_t *)arg += key.len;
+	return 0;
+}
+
+/* One timed tfs_plog_open of path, then stats and close. */
+static int timed_open(const struct opts *o, const char *path, struct open_result *r)
+{
+	struct tfs_io *io = NULL;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_topic_config cfg;
+	struct tfs_plog *pl = NULL;
+	double t0;
+	int rc = env_make(o, &io, &fdc, &cfg);
+
+	if (rc < 0)
+		return rc;
+	{
+		struct tfs_plog_env env = { io, fdc, &cfg, false };
+		t0 = now_s();
+		rc = tfs_plog_open(&env, path, false, &pl);
+		r->seconds = now_s() - t0;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "bench_open: cannot open %s: %s\n", path, tfs_strerror(rc));
+		goto out;
+	}
+	tfs_plog_stats(pl, &r->st);
+	r->key_bytes = 0;
+	rc = tfs_plog_scan_keys(pl, false, 0, sum_key_bytes, &r->key_bytes);
+out:
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	return rc;
+}
+
+static int drop_caches(void)
+{
+	int fd, rc = 0;
+
+	sync();
+	fd = open(DROP_CACHES_PATH, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "3\n", 2) != 2)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		fprintf(stderr, "bench_open: cannot drop caches (%s): %s\n", DROP_CACHES_PATH,
+		        strerror(-rc));
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: bench_open [options]\n"
+	        "  --records N      records in the log (default %u)\n"
+	        "  --keys K         distinct keys \"user-%%07d\", round-robin (default %u)\n"
+	        "  --value-bytes V  value size (default %u, at most %u)\n"
+	        "  --batch B        records per append while building (default %u)\n"
+	        "  --zstd           build with compression.type zstd\n"
+	        "  --dir DIR        parent of the fresh data directory (default %s)\n"
+	        "  --reuse PATH     open this existing partition directory; build nothing\n"
+	        "  --keep           keep the built data directory\n"
+	        "  --drop-caches    also time a cold open after dropping the page cache (root)\n"
+	        "  --io KIND        auto, uring or sync (default $TFS_IO, else auto)\n",
+	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, MAX_VALUE_BYTES, DEFAULT_BATCH,
+	        DEFAULT_DIR);
+}
+
+static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "bench_open: bad %s: %s\n", name, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { O_RECORDS = 256, O_KEYS, O_VALUE, O_BATCH, O_ZSTD, O_DIR, O_REUSE, O_KEEP,
+	       O_DROP, O_IO, O_HELP };
+	static const struct option longopts[] = {
+		{ "records", required_argument, NULL, O_RECORDS },
+		{ "keys", required_argument, NULL, O_KEYS },
+		{ "value-bytes", required_argument, NULL, O_VALUE },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "zstd", no_argument, NULL, O_ZSTD },
+		{ "dir", required_argument, NULL, O_DIR },
+		{ "reuse", required_argument, NULL, O_REUSE },
+		{ "keep", no_argument, NULL, O_KEEP },
+		{ "drop-caches", no_argument, NULL, O_DROP },
+		{ "io", required_argument, NULL, O_IO },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int c;
+
+	*o = (struct opts){ .records = DEFAULT_RECORDS, .keys = DEFAULT_KEYS,
+	                    .value_bytes = DEFAULT_VALUE_BYTES, .batch = DEFAULT_BATCH,
+	                    .dir = DEFAULT_DIR, .io_kind = tfs_io_kind_from_env() };
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_RECORDS:
+			if (parse_u64("--records", optarg, 1, UINT64_MAX, &o->records) < 0)
+				return -EINVAL;
+			break;
+		case O_KEYS:
+			if (parse_u64("--keys", optarg, 1, MAX_KEYS, &o->keys) < 0)
+				return -EINVAL;
+			break;
+		case O_VALUE:
+			if (parse_u64("--value-bytes", optarg, 0, MAX_VALUE_BYTES, &v) < 0)
+				return -EINVAL;
+			o->value_bytes = (unsigned)v;
+			break;
+		case O_BATCH:
+			if (parse_u64("--batch", optarg, 1, MAX_BATCH, &v) < 0)
+				return -EINVAL;
+			o->batch = (unsigned)v;
+			break;
+		case O_ZSTD:
+			o->zstd = true;
+			break;
+		case O_DIR:
+			o->dir = optarg;
+			break;
+		case O_REUSE:
+			o->reuse = optarg;
+			break;
+		case O_KEEP:
+			o->keep = true;
+			break;
+		case O_DROP:
+			o->drop_caches = true;
+			break;
+		case O_IO:
+			if (tfs_io_kind_parse(optarg, &o->io_kind) < 0) {
+				fprintf(stderr, "bench_open: bad --io: %s\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'h':
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void print_open(const char *suffix, const struct open_result *r)
+{
+	printf("open_seconds%s %.3f s\n", suffix, r->seconds);
+	printf("scan_gb_per_s%s %.3f GB/s\n", suffix,
+	       (double)r->st.size_bytes / BYTES_PER_GB / r->seconds);
+	printf("open_records_per_s%s %.0f records/s\n", suffix,
+	       (double)(r->st.log_end_offset - r->st.log_start_offset) / r->seconds);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct open_result warm, cold;
+	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME)];
+	const char *path;
+	bool have_root = false, have_cold = false;
+	int rc, status = 1;
+
+	if (parse_opts(argc, argv, &o) < 0)
+		return 2;
+	tfs_log_set_level(TFS_LOG_WARN);   /* rolls and opens log at info level */
+	if (o.reuse) {
+		path = o.reuse;
+	} else {
+		pid_t pid;
+		int wstatus;
+		double t0;
+
+		if (snprintf(root, sizeof(root), "%s/tfs-bench-XXXXXX", o.dir) >= (int)sizeof(root) ||
+		    !mkdtemp(root)) {
+			fprintf(stderr, "bench_open: cannot create a directory in %s: %s\n", o.dir,
+			        strerror(errno));
+			return 1;
+		}
+		have_root = true;
+		if (snprintf(part, sizeof(part), "%s" PART_NAME, root) >= (int)sizeof(part)) {
+			fprintf(stderr, "bench_open: path too long: %s\n", root);
+			goto out;
+		}
+		path = part;
+		fflush(stdout);
+		t0 = now_s();
+		pid = fork();
+		if (pid < 0) {
+			fprintf(stderr, "bench_open: fork: %s\n", strerror(errno));
+			goto out;
+		}
+		if (pid == 0)
+			_exit(build_log(&o, part) < 0 ? 1 : 0);
+		if (waitpid(pid, &wstatus, 0) < 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus)) {
+			fprintf(stderr, "bench_open: building the log failed\n");
+			goto out;
+		}
+		printf("# built %" PRIu64 " records over %" PRIu64 " keys, value_bytes=%u, batch=%u, "
+		       "compression=%s in %.1f s (untimed)\n", o.records, o.keys, o.value_bytes,
+		       o.batch, o.zstd ? "zstd" : "none", now_s() - t0);
+	}
+
+	rc = timed_open(&o, path, &warm);
+	if (rc < 0)
+		goto out;
+	if (o.drop_caches && drop_caches() == 0) {
+		rc = timed_open(&o, path, &cold);
+		if (rc < 0)
+			goto out;
+		have_cold = true;
+	}
+	{
+		struct tfs_io *io = NULL;
+		const char *kind = tfs_io_create(o.io_kind, &io) == 0 ?
+			tfs_io_kind_name(tfs_io_kind_of(io)) : "?";
+		printf("# bench_open path=%s io=%s page_cache=%s\n", path, kind,
+		       have_cold ? "warm, then dropped (cold)" : "warm (as left by the build)");
+		tfs_io_destroy(io);
+	}
+	print_open("", &warm);
+	if (have_cold)
+		print_open("_cold", &cold);
+	printf("log_bytes %" PRId64 " bytes\n", warm.st.size_bytes);
+	printf("segments %d segments\n", warm.st.segments);
+	printf("live_keys %zu keys\n", warm.st.live_keys);
+	printf("keydir_bytes %" PRId64 " bytes\n", warm.st.keydir_memory_bytes);
+	printf("key_bytes %" PRIu64 " bytes\n", warm.key_bytes);
+	if (warm.st.live_keys) {
+		printf("keydir_bytes_per_key %.1f bytes\n",
+		       (double)(warm.st.keydir_memory_bytes - (int64_t)warm.key_bytes) /
+		       (double)warm.st.live_keys);
+		printf("keydir_bytes_per_key_raw %.1f bytes\n",
+		       (double)warm.st.keydir_memory_bytes / (double)warm.st.live_keys);
+	}
+	printf("peak_rss_mb %.1f MB\n", peak_rss_mb());
+	status = 0;
+out:
+	if (have_root && !o.keep)
+		nftw(root, rm_entry, NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+	else if (have_root)
+		printf("# kept %s\n", root);
+	fflush(stdout);
+	return status;
+}

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# bench/engine.sh - the engine benchmarks the project promises, in one run, with
+# ratios against a baseline measured in the same run (absolute times on a shared
+# machine mean little; a ratio to dd on the same disk, minutes apart, means more).
+#
+# usage: bench/engine.sh [BUILD_DIR] [DATA_DIR]
+#   BUILD_DIR  a CMake build tree (default: build/ in the repo root; configured as
+#              Release if it is not one yet); the benches are brought up to date there
+#   DATA_DIR   a directory on the disk being measured (default /var/tmp); every run
+#              works in a fresh subdirectory and removes it
+# environment:
+#   RECORDS=1000000         records per batched append run
+#   SINGLE_RECORDS=1000000  records per single-record (batch 1) run
+#   OPEN_RECORDS=10000000   records in the log bench_open opens
+#   REPEAT=3                rounds: every append config and dd run once a round;
+#                           the median run of each is reported
+#   IO=                     --io for the appends and the open (auto, uring, sync;
+#                           default: each bench's default, $TFS_IO else auto)
+#   STRICT=1                exit 3 when a target FAILs (default: exit 0 once every
+#                           benchmark ran; 1 if one of them failed to run)
+#
+# What it runs, REPEAT rounds of 1-4, then 5-6:
+#   1. bench_append --batch 1000 --writers 1 (its log size sizes the dd baseline)
+#   2. dd if=/dev/zero of=DATA_DIR/ddtest bs=1M count=<log MiB> conv=fdatasync;
+#      MB/s = bytes / seconds as dd reports them (MB = 10^6 bytes)
+#   3. bench_append --batch 1000 x --writers 2, and --zstd x --writers 1, 2
+#   4. bench_append --batch 1 x --writers 1, 2 (single-record appends), on the
+#      default backend and on --io sync (for comparison; no target)
+#   5. bench_open --records OPEN_RECORDS (warm, and cold with --drop-caches when
+#      /proc/sys/vm/drop_caches is writable)
+#   6. bench_keydir, if the build dir has it (another engineer's bench)
+# Targets:
+#   append: batched appends (batch 1000) write the log at >= 0.5 x dd's MB/s for
+#           the same bytes (ratio = log MB/s / dd MB/s; for zstd the log is smaller,
+#           so the ratio is of bytes that reach the disk; payload MB/s is shown too)
+#   open:   warm scan (log bytes / tfs_plog_open time) >= 1 GB/s
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$REPO/build}
+DATA=${2:-/var/tmp}
+RECORDS=${RECORDS:-1000000}
+SINGLE_RECORDS=${SINGLE_RECORDS:-1000000}
+OPEN_RECORDS=${OPEN_RECORDS:-10000000}
+REPEAT=${REPEAT:-3}
+IO=${IO:-}
+STRICT=${STRICT:-0}
+APPEND_TARGET_RATIO=0.5
+OPEN_TARGET_GBPS=1.0
+
+die() { echo "engine.sh: $*" >&2; exit 1; }
+note() { echo "engine.sh: $*" >&2; }
+
+# Configure BUILD if it is not a build tree yet; bring the benches up to date
+# (a build broken by someone's half-done edit falls back to the binaries there).
+if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+	note "configuring $BUILD (Release)"
+	cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "cmake failed"
+fi
+if ! make -C "$BUILD" -j"$(nproc)" bench_append bench_open >"$BUILD/bench-make.log" 2>&1; then
+	note "building the benches failed (see $BUILD/bench-make.log)"
+	[[ -x $BUILD/bench_append && -x $BUILD/bench_open ]] || die "no bench binaries in $BUILD"
+	note "using the binaries already in $BUILD"
+fi
+make -C "$BUILD" bench_keydir >/dev/null 2>&1 || true   # another engineer's, if it exists
+mkdir -p "$DATA" || die "cannot create $DATA"
+DATA=$(cd "$DATA" && pwd)
+LOGS=$(mktemp -d /tmp/tfs-engine-bench.XXXXXX)
+ERRORS=0
+TARGET_FAILS=0
+
+# metric FILE NAME -> the value of the "NAME value unit" line, or "" if missing
+metric() { awk -v n="$2" '$1 == n { print $2; exit }' "$1"; }
+
+# run_append TAG ARGS... : runs bench_append, keeps its output in $LOGS/TAG.out
+run_append() {
+	local tag=$1; shift
+	note "bench_append $* (${tag})"
+	if ! "$BUILD/bench_append" --dir "$DATA" "$@" >"$LOGS/$tag.out" 2>"$LOGS/$tag.err"; then
+		note "bench_append $* FAILED: $(tail -n 3 "$LOGS/$tag.err")"
+		ERRORS=$((ERRORS + 1))
+		return 1
+	fi
+}
+
+# dd_once MIB -> prints MB/s (bytes / seconds, MB = 10^6) of one dd run
+dd_once() {
+	local out
+	out=$(LC_ALL=C dd if=/dev/zero of="$DATA/ddtest" bs=1M count="$1" conv=fdatasync 2>&1 | tail -n 1)
+	rm -f "$DATA/ddtest"
+	# "122683392 bytes (123 MB, 117 MiB) copied, 0.298898 s, 410 MB/s"
+	awk '{ b = $1; n = split($0, p, ", "); split(p[n - 1], s, " ");
+	       if (s[1] > 0) printf "%.1f\n", b / s[1] / 1e6 }' <<<"$out"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+
+echo "== topicfs engine benchmarks, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+DIRTY=$(git -C "$REPO" status --porcelain -- engine io 2>/dev/null | wc -l)
+echo "   commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') + $DIRTY changed/new files in engine/ io/, $(nproc) cpus, $(uname -r), $(free -g | awk '/^Mem:/ { print $2 " GiB RAM" }')"
+echo "   data dir $DATA: $(df -PT "$DATA" | awk 'NR == 2 { print $2 " on " $1 }'), build $BUILD"
+echo "   raw outputs: $LOGS"
+
+# The append configs. Each runs REPEAT times, in rounds (every config once per
+# round, dd right after the round's first config), so drift on a shared machine
+# hits all of them alike; the run with the median records/s is reported.
+declare -A CFG_ARGS=(
+	[b1000_w1]="--records $RECORDS --batch 1000 --writers 1"
+	[b1000_w2]="--records $RECORDS --batch 1000 --writers 2"
+	[b1000_w1_zstd]="--records $RECORDS --batch 1000 --writers 1 --zstd"
+	[b1000_w2_zstd]="--records $RECORDS --batch 1000 --writers 2 --zstd"
+	[b1_w1]="--records $SINGLE_RECORDS --batch 1 --writers 1"
+	[b1_w2]="--records $SINGLE_RECORDS --batch 1 --writers 2"
+	[b1_w1_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 1 --io sync"
+	[b1_w2_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 2 --io sync"
+)
+ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1_w1 b1_w2 b1_w1_iosync b1_w2_iosync)
+[[ -n $IO ]] && for tag in "${ORDER[@]}"; do
+	[[ $tag == *_iosync ]] || CFG_ARGS[$tag]+=" --io $IO"
+done
+DD_ALL=()
+DD_MIB=
+for ((round = 1; round <= REPEAT; round++)); do
+	for tag in "${ORDER[@]}"; do
+		# shellcheck disable=SC2086
+		run_append "$tag.$round" ${CFG_ARGS[$tag]}
+		[[ $tag == b1000_w1 ]] || continue
+		if [[ -z $DD_MIB ]]; then
+			# the baseline writes as many bytes as this config's log
+			LOG_BYTES=$(metric "$LOGS/$tag.$round.out" log_bytes)
+			LOG_BYTES=${LOG_BYTES:-$((RECORDS * 122))}   # ~122 B/record if the run failed
+			DD_MIB=$(((LOG_BYTES + 1048575) / 1048576))
+		fi
+		note "dd bs=1M count=$DD_MIB conv=fdatasync (round $round/$REPEAT)"
+		v=$(dd_once "$DD_MIB")
+		[[ -n $v ]] && DD_ALL+=("$v")
+	done
+done
+DD_MBPS=$(printf '%s\n' "${DD_ALL[@]}" | median)
+[[ -n $DD_MBPS ]] || die "dd baseline failed in $DATA"
+
+# median_run TAG -> the output file of TAG's run with the median records/s
+median_run() {
+	local f
+	for f in "$LOGS/$1".*.out; do
+		[[ -s $f ]] && printf '%s %s\n' "$(metric "$f" records_per_s)" "$f"
+	done | awk 'NF == 2' | sort -g | awk '{ v[NR] = $2 } END { if (NR) print v[int((NR + 1) / 2)] }'
+}
+
+# spread TAG -> (max - min) / median of records/s over TAG's runs, in percent
+spread() {
+	local f
+	for f in "$LOGS/$1".*.out; do
+		[[ -s $f ]] && metric "$f" records_per_s
+	done | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f%%", (v[NR] - v[1]) * 100 / v[int((NR + 1) / 2)] }'
+}
+
+# 5. open
+OPEN_ARGS=(--records "$OPEN_RECORDS" --dir "$DATA")
+[[ -n $IO ]] && OPEN_ARGS+=(--io "$IO")
+[[ -w /proc/sys/vm/drop_caches ]] && OPEN_ARGS+=(--drop-caches)
+note "bench_open ${OPEN_ARGS[*]} (builds the log first, untimed)"
+OPEN_OK=1
+if ! "$BUILD/bench_open" "${OPEN_ARGS[@]}" >"$LOGS/open.out" 2>"$LOGS/open.err"; then
+	note "bench_open FAILED: $(tail -n 3 "$LOGS/open.err")"
+	ERRORS=$((ERRORS + 1))
+	OPEN_OK=0
+fi
+
+# 6. keydir
+KEYDIR_STATUS="not built in $BUILD (skipped)"
+if [[ -x $BUILD/bench_keydir ]]; then
+	note "bench_keydir"
+	if "$BUILD/bench_keydir" >"$LOGS/keydir.out" 2>"$LOGS/keydir.err"; then
+		KEYDIR_STATUS=ran
+	else
+		KEYDIR_STATUS="FAILED (exit $?; see $LOGS/keydir.err)"
+		ERRORS=$((ERRORS + 1))
+	fi
+fi
+
+# ---- report ----
+echo
+echo "== baseline: dd if=/dev/zero bs=1M count=$DD_MIB conv=fdatasync to $DATA"
+echo "   runs: ${DD_ALL[*]} MB/s; median $DD_MBPS MB/s"
+echo
+echo "== append: 100-byte values, 1M distinct keys round-robin, time includes the final tfs_plog_sync;"
+echo "   median of $REPEAT runs (spread = (max - min) / median records/s); io: $(awk '/^# bench_append/ { for (i = 1; i <= NF; i++) if ($i ~ /^io=/) print substr($i, 4); exit }' "$LOGS"/b1000_w1.*.out 2>/dev/null)"
+printf '%-15s %9s %10s %7s %8s %8s %7s %7s %7s\n' config records records/s spread "MB/s" payload "x dd" "RSS MB" target
+for tag in "${ORDER[@]}"; do
+	f=$(median_run "$tag")
+	if [[ -z $f ]]; then
+		printf '%-15s %9s %10s\n' "$tag" "-" "run failed"
+		continue
+	fi
+	mbps=$(metric "$f" mb_per_s)
+	ratio=$(awk -v a="$mbps" -v b="$DD_MBPS" 'BEGIN { printf "%.2f", a / b }')
+	target="-"
+	if [[ $tag == b1000_* ]]; then
+		if awk -v r="$ratio" -v t="$APPEND_TARGET_RATIO" 'BEGIN { exit !(r >= t) }'; then
+			target=PASS
+		else
+			target=FAIL
+			TARGET_FAILS=$((TARGET_FAILS + 1))
+		fi
+	fi
+	printf '%-15s %9s %10s %7s %8s %8s %7s %7s %7s\n' "$tag" "$(metric "$f" records)" \
+		"$(metric "$f" records_per_s)" "$(spread "$tag")" "$mbps" "$(metric "$f" payload_mb_per_s)" \
+		"$ratio" "$(metric "$f" peak_rss_mb)" "$target"
+done
+echo "   MB/s = log bytes on disk / s; payload = key+value MB / s; x dd = MB/s / dd median MB/s"
+echo "   b1_*: single-record appends (batch 1); *_iosync: the same on the pread/pwrite backend (--io sync)"
+echo "   target: batched appends (b1000_*) reach >= $APPEND_TARGET_RATIO x dd bandwidth for the same bytes"
+echo
+echo "== open: tfs_plog_open (recovery scan + key directory rebuild) of a log of $OPEN_RECORDS records"
+if ((OPEN_OK)); then
+	f=$LOGS/open.out
+	gbps=$(metric "$f" scan_gb_per_s)
+	if awk -v g="$gbps" -v t="$OPEN_TARGET_GBPS" 'BEGIN { exit !(g >= t) }'; then
+		target=PASS
+	else
+		target=FAIL
+		TARGET_FAILS=$((TARGET_FAILS + 1))
+	fi
+	sed -n 's/^# built /   built: /p' "$f"
+	printf '   log %s bytes in %s segments, %s live keys\n' "$(metric "$f" log_bytes)" \
+		"$(metric "$f" segments)" "$(metric "$f" live_keys)"
+	printf '   warm (page cache): %s s, %s GB/s, %s records/s   target >= %s GB/s: %s\n' \
+		"$(metric "$f" open_seconds)" "$gbps" "$(metric "$f" open_records_per_s)" \
+		"$OPEN_TARGET_GBPS" "$target"
+	if [[ -n $(metric "$f" open_seconds_cold) ]]; then
+		printf '   cold (caches dropped): %s s, %s GB/s, %s records/s (reads the disk; no target)\n' \
+			"$(metric "$f" open_seconds_cold)" "$(metric "$f" scan_gb_per_s_cold)" \
+			"$(metric "$f" open_records_per_s_cold)"
+	else
+		echo "   cold: not measured (/proc/sys/vm/drop_caches not writable)"
+	fi
+	printf '   keydir %s bytes for %s key bytes: %s B/key net, %s B/key raw; peak RSS %s MB\n' \
+		"$(metric "$f" keydir_bytes)" "$(metric "$f" key_bytes)" \
+		"$(metric "$f" keydir_bytes_per_key)" "$(metric "$f" keydir_bytes_per_key_raw)" \
+		"$(metric "$f" peak_rss_mb)"
+else
+	echo "   run failed (see $LOGS/open.err)"
+fi
+
+echo
+echo "== bench_keydir: $KEYDIR_STATUS"
+if [[ $KEYDIR_STATUS == ran ]]; then
+	sed 's/^/   /' "$LOGS/keydir.out"
+fi
+
+echo
+if ((ERRORS)); then
+	echo "== $ERRORS benchmark(s) failed to run"
+	exit 1
+fi
+echo "== targets: $TARGET_FAILS FAIL"
+if ((TARGET_FAILS && STRICT)); then
+	exit 3
+fi
+exit 0
