@@ -55,8 +55,11 @@ step "threaded tests (tsan)" tsan_tests
 if [ -x tests/interop/run_interop.sh ]; then
 	step "interop with kafka-python" tests/interop/run_interop.sh "$root/build"
 fi
-if [ -x tests/integration/run.sh ] && [ -x "$root/build-asan/topicfs" ]; then
+if [ -x tests/integration/run.sh ]; then
 	step "integration (mounts)" env BUILD_DIR="$root/build-asan" tests/integration/run.sh
+fi
+if [ -x tests/topicctl/test_topicctl.sh ]; then
+	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
 fi
 
 echo
