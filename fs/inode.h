@@ -1,0 +1,168 @@
+/* inode.h - the node table: FUSE nodeids <-> the things they name, lookup counts,
+ * forget.
+ *
+ * Owns: every node (struct tfs_node) and the two maps that find them:
+ *   nodeid   -> node   (every node the kernel may still name)
+ *   identity -> node   (so that a second lookup of the same thing returns the same
+ *                       nodeid; an unlinked or renamed-over node leaves this map)
+ * A node's identity is (kind, topic, partition, key bytes or number). Topics are
+ * compared by pointer (a deleted and re-created topic is a different thing) but
+ * hashed by name, and that hash is the node's st_ino: stable across forget and
+ * remount, never 0 or 1 (1 is the root).
+ *
+ * Invariants:
+ *   (1) nodeids come from a 64-bit counter and are never reused; the root is
+ *       FUSE_ROOT_ID (1) and lives as long as the table.
+ *   (2) a node is in the nodeid map iff its lookup count is > 0 (root: always).
+ *   (3) a node in the identity map is in the nodeid map; at most one node per
+ *       identity is in the identity map.
+ *   (4) refs = (1 if in the nodeid map) + temporary refs of running handlers +
+ *       one per open handle; the node is freed when refs reaches 0, never before.
+ *   (5) a node holds its own reference on its topic (taken through the table's
+ *       topic ops when it is created, dropped when it is freed).
+ *
+ * Lock order: table lock -> node lock -> (engine locks). The table lock is never
+ * taken with a node lock held, and never held across an engine call.
+ *
+ * Threads: every function may be called from any thread.
+ * Errors: 0 or a negative errno.
+ */
+#ifndef TFS_FS_INODE_H
+#define TFS_FS_INODE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/types.h"
+
+struct tfs_topic;
+struct tfs_key_handle;
+
+/* A KEY node's key came from a file name (at most 255 bytes), so it is at most
+ * 255 bytes: callers copy it into a buffer of this size. */
+#define TFS_NODE_KEY_CAP 256
+
+enum tfs_node_kind {
+	TFS_NODE_ROOT = 0,
+	TFS_NODE_META_DIR,      /* /.topicfs */
+	TFS_NODE_META_FILE,     /* /.topicfs/metrics, /.topicfs/status (num = which) */
+	TFS_NODE_TOPIC,
+	TFS_NODE_PARTITION,
+	TFS_NODE_KEY,
+	TFS_NODE_HIST_DIR,      /* T/P/.history */
+	TFS_NODE_HIST_ENTRY,    /* T/P/.history/<offset> (num = offset) */
+	TFS_NODE_APPEND,        /* T/P/.append */
+	TFS_NODE_PUT,           /* T/P/.put */
+	TFS_NODE_KINDS
+};
+
+/* What a node names; every pointer borrowed for the call. */
+struct tfs_node_ident {
+	enum tfs_node_kind kind;
+	struct tfs_topic *topic;      /* NULL for root and meta nodes */
+	const char *topic_name;       /* the topic's name (for the stable hash) */
+	int32_t partition;            /* -1 where it does not apply */
+	int64_t num;                  /* HIST_ENTRY: offset; META_FILE: index; else 0 */
+	struct tfs_slice key;         /* KEY only */
+};
+
+struct tfs_node {
+	/* Immutable after creation. */
+	uint64_t nodeid;
+	uint64_t ino;                 /* st_ino */
+	enum tfs_node_kind kind;
+	struct tfs_topic *topic;      /* owned reference, NULL for root and meta */
+	int32_t partition;
+	int64_t num;
+
+	pthread_mutex_t lock;         /* protects the fields below */
+	uint8_t *key;                 /* KEY: the key bytes (rename changes them) */
+	size_t key_len;
+	bool unlinked;                /* unlink or rename-over took its name away */
+	struct tfs_key_handle *writers;   /* KEY: open writing handles (node_key.c) */
+	struct tfs_key_handle *readers;   /* KEY: open reading handles */
+	tfs_offset_t cache_offset;    /* KEY: the value whose pages the kernel may hold */
+	uint32_t cache_users;         /* KEY: open handles reading through the page cache */
+	uint32_t open_count;          /* open handles of any kind */
+
+	/* Set before attributes are computed for a reply that lets the kernel cache
+	 * them; cleared (exchange) by whoever queues their invalidation. A change
+	 * to a node whose flag is clear needs no invalidation: the kernel holds no
+	 * attributes of it, or is already told to ask again. Races are settled by
+	 * the kernel: an invalidation that arrives after a GETATTR/LOOKUP was sent
+	 * makes it discard that reply's attributes (fuse_inode attr_version). */
+	atomic_bool attrs_cached;
+
+	/* Table-private: under the table lock. */
+	uint64_t nlookup;
+	uint64_t ident_hash;
+	bool in_ids, in_ident;
+	struct tfs_node *next_id, *next_ident;
+	atomic_uint refs;
+};
+
+struct tfs_inode_table;
+
+/* How the table takes and drops topic references for the nodes it creates. ref
+ * returns a new reference to t, or NULL if t is gone (deleted). */
+struct tfs_inode_topic_ops {
+	struct tfs_topic *(*ref)(void *arg, struct tfs_topic *t);
+	void (*unref)(void *arg, struct tfs_topic *t);
+	void *arg;
+};
+
+/* Caller owns *out; tfs_inode_table_destroy. ops is copied. */
+int tfs_inode_table_create(const struct tfs_inode_topic_ops *ops, struct tfs_inode_table **out);
+/* Frees every node, whatever its counts (unmount). NULL ok. */
+void tfs_inode_table_destroy(struct tfs_inode_table *t);
+
+/* The stable hash of an identity (the st_ino of its node). */
+uint64_t tfs_inode_ident_hash(const struct tfs_node_ident *id);
+
+/* The node with this nodeid with a temporary reference (tfs_inode_put), or NULL. */
+struct tfs_node *tfs_inode_get(struct tfs_inode_table *t, uint64_t nodeid);
+/* Takes another reference (the caller already holds one). */
+void tfs_inode_ref(struct tfs_node *n);
+/* Drops a reference; frees the node at zero. NULL ok. */
+void tfs_inode_put(struct tfs_inode_table *t, struct tfs_node *n);
+
+/* Finds or creates the node of id and counts one lookup (the caller then replies
+ * with it: fuse_reply_entry / fuse_reply_create / a readdirplus entry; if that
+ * reply fails, tfs_inode_forget it). *out gets a temporary reference as well.
+ * -ENOENT if the topic is gone, -ENOMEM. */
+int tfs_inode_lookup(struct tfs_inode_table *t, const struct tfs_node_ident *id,
+                     struct tfs_node **out);
+/* The node currently named by id, with a temporary reference, or NULL. */
+struct tfs_node *tfs_inode_find(struct tfs_inode_table *t, const struct tfs_node_ident *id);
+/* Batched lookup for many keys of one partition (the .put path): writes the
+ * nodeids of the keys that have a node whose attributes the kernel may have
+ * cached (attrs_cached, which this clears) into nodeids[] (no references) and
+ * returns how many. One table lock for the whole batch. */
+size_t tfs_inode_find_keys(struct tfs_inode_table *t, struct tfs_topic *topic,
+                           const char *topic_name, int32_t partition,
+                           const struct tfs_slice *keys, size_t count, uint64_t *nodeids);
+
+/* The kernel forgets n lookups of nodeid (FORGET / BATCH_FORGET). */
+void tfs_inode_forget(struct tfs_inode_table *t, uint64_t nodeid, uint64_t n);
+
+/* unlink / rmdir: the node loses its name (leaves the identity map, unlinked). */
+void tfs_inode_unhash(struct tfs_inode_table *t, struct tfs_node *n);
+/* rename of a KEY node within its partition: the node now names newid (a KEY
+ * identity of the same topic and partition); a node that named it before loses its
+ * name (unlinked). The node keeps its nodeid and st_ino. -ENOMEM. */
+int tfs_inode_rename(struct tfs_inode_table *t, struct tfs_node *n,
+                     const struct tfs_node_ident *newid);
+
+/* Nodeids of every node of topic (for invalidating attributes after chmod);
+ * *out malloc'd, caller frees. Returns the count, or -ENOMEM. */
+ssize_t tfs_inode_collect_topic(struct tfs_inode_table *t, struct tfs_topic *topic,
+                                uint64_t **out);
+
+/* Number of nodes in the nodeid map (metrics). */
+size_t tfs_inode_count(struct tfs_inode_table *t);
+
+#endif

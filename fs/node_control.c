@@ -1,0 +1,395 @@
+/* node_control.c - T/P/.append and T/P/.put: bulk lines, like Kafka's console
+ * producer.
+ *
+ *   .append  every newline-terminated line becomes one keyless record (value =
+ *            the line without its newline)
+ *   .put     every line "KEY<TAB>VALUE" becomes one keyed record; KEY is spelled
+ *            as a key's file name (keyname.h: "%09" is a tab in a key), VALUE is
+ *            the raw rest of the line
+ *
+ * One write(2) is one unit: its complete lines are validated first, and a
+ * malformed line (no tab, a bad key name, a record over max.message.bytes) fails
+ * the write with EINVAL / ENAMETOOLONG / EFBIG and appends none of them. The valid
+ * lines go to tfs_plog_append as one unit (one batch). A unit larger than
+ * max.message.bytes cannot be one batch: such a write (only possible with writes
+ * close to FUSE's 1 MiB max_write) is split into consecutive units that each fit,
+ * and an I/O error in a later unit leaves the earlier ones appended.
+ *
+ * The bytes after the last newline wait in the handle (the partial line) and
+ * continue with the next write; a final line without a newline is appended at
+ * FLUSH (close) or, failing that, RELEASE.
+ *
+ * Speed: lines are parsed in place (memchr), keys that need no decoding point
+ * into the written buffer, decoded keys go to one scratch arena sized for the
+ * whole write, and the record array is reused: no allocation per line, one append
+ * call per write. Keys of a .put that the kernel has cached nodes for get their
+ * attributes invalidated (and drained) before write(2) returns, so a following
+ * stat or cat sees the new value.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/keyname.h"
+#include "fs/node.h"
+#include "io/log.h"
+
+struct bulk_fh {
+	struct tfs_fh base;
+	bool put;                       /* .put (keyed) or .append (keyless) */
+	pthread_mutex_t lock;           /* a FLUSH may run beside a write */
+	char *partial;                  /* bytes after the last newline so far */
+	size_t plen, pcap;
+	struct tfs_append_rec *recs;    /* scratch, reused */
+	size_t rcap;
+	uint8_t *keys;                  /* decoded keys of one write */
+	size_t kcap;
+	struct tfs_slice *keyv;         /* .put: the keys, for invalidation */
+	size_t kvcap;
+	uint64_t *nodeids;
+	size_t ncap;
+	size_t payload_max;             /* key + value of one record */
+	int32_t max_message_bytes;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	nc = *cap ? *cap : 64;
+	while (nc < need)
+		nc *= 2;
+	np = realloc(*p, nc * elem);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = nc;
+	return 0;
+}
+
+/* Parses one line (no newline) into rec. Returns 0 or -EINVAL/-ENAMETOOLONG/
+ * -EFBIG. *kused advances over the key arena for decoded keys. */
+static int parse_line(struct bulk_fh *b, const char *line, size_t len,
+                      struct tfs_append_rec *rec, size_t *kused)
+{
+	memset(rec, 0, sizeof(*rec));
+	if (!b->put) {
+		rec->key_null = true;
+		rec->value = tfs_slice_make(line, len);
+	} else {
+		const char *tab = memchr(line, '\t', len);
+		size_t nlen;
+		if (!tab)
+			return -EINVAL;
+		nlen = (size_t)(tab - line);
+		if (nlen > TFS_KEYNAME_MAX)
+			return -ENAMETOOLONG;
+		if (tfs_keyname_is_plain(line, nlen)) {
+			rec->key = tfs_slice_make(line, nlen);
+		} else {
+			ssize_t klen = tfs_keyname_decode(line, nlen, b->keys + *kused, b->kcap - *kused);
+			if (klen < 0)
+				return -EINVAL;
+			rec->key = tfs_slice_make(b->keys + *kused, (size_t)klen);
+			*kused += (size_t)klen;
+		}
+		rec->value = tfs_slice_make(tab + 1, len - nlen - 1);
+	}
+	if (rec->key.len + rec->value.len > b->payload_max)
+		return -EFBIG;
+	return 0;
+}
+
+/* Appends recs[0..count) in as few units as fit max.message.bytes. */
+static int append_units(struct tfs_plog *pl, const struct bulk_fh *b,
+                        const struct tfs_append_rec *recs, size_t count)
+{
+	size_t start = 0, bytes = TFS_BATCH_HEADER_BYTES;
+
+	for (size_t i = 0; i < count; i++) {
+		size_t rb = TFS_RECORD_BOUND_OVERHEAD + recs[i].key.len + recs[i].value.len;
+		if (i > start && bytes + rb > (size_t)b->max_message_bytes) {
+			int rc = tfs_plog_append(pl, recs + start, i - start, false, NULL, NULL);
+			if (rc < 0)
+				return rc;
+			start = i;
+			bytes = TFS_BATCH_HEADER_BYTES;
+		}
+		bytes += rb;
+	}
+	if (start < count)
+		return tfs_plog_append(pl, recs + start, count - start, false, NULL, NULL);
+	return 0;
+}
+
+/* After a .put: the kernel must re-read attributes of the keys it has nodes for.
+ * Drained before write(2) returns, so the next stat or open sees them. */
+static void invalidate_keys(struct tfs_mount *m, struct bulk_fh *b, struct tfs_node *n,
+                            size_t count)
+{
+	size_t found;
+
+	if (grow((void **)&b->nodeids, &b->ncap, count, sizeof(*b->nodeids)) < 0) {
+		tfs_log_error("fs", ".put: cannot check cached keys: out of memory");
+		return;
+	}
+	found = tfs_inode_find_keys(m->inodes, n->topic, tfs_topic_name(n->topic), n->partition,
+	                            b->keyv, count, b->nodeids);
+	for (size_t i = 0; i < found; i++)
+		tfs_notify_inode(m->notifier, b->nodeids[i], 0);
+	if (found)
+		tfs_notifier_drain(m->notifier);
+}
+
+/* Bytes an unterminated line may reach before it can never become a record. */
+static size_t line_max(const struct bulk_fh *b)
+{
+	return b->payload_max + TFS_KEYNAME_MAX + 1;    /* .put: name, tab, value */
+}
+
+/* Appends every complete line of (the handle's partial line ++ buf), and with
+ * final the last unterminated one too. Returns 0 when lines were appended, 1 when
+ * none was complete, or an error (nothing appended, handle unchanged). *tail_at:
+ * where the unterminated rest of buf starts. Handle lock held. */
+static int append_lines(struct tfs_mount *m, struct bulk_fh *b, const char *buf, size_t size,
+                        bool final, size_t *tail_at)
+{
+	struct tfs_node *n = b->base.node;
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	const char *p = buf, *end = buf + size;
+	size_t count = 0, kused = 0;
+	int rc;
+
+	*tail_at = 0;
+	if (!pl)
+		return -ENOENT;
+	/* Scratch: decoded keys never outgrow their names. */
+	if (grow((void **)&b->keys, &b->kcap, b->plen + size + 1, 1) < 0)
+		return -ENOMEM;
+	if (b->plen) {
+		/* The partial line continues with buf up to its first newline; the
+		 * joined line is built after the partial bytes (plen is not moved, so a
+		 * failed write leaves the handle as it was). */
+		const char *nl = memchr(buf, '\n', size);
+		size_t take = nl ? (size_t)(nl - buf) : size;
+		if (!nl && !final) {
+			if (b->plen + size > line_max(b))
+				return -EFBIG;
+			return grow((void **)&b->partial, &b->pcap, b->plen + size + 1, 1) < 0 ? -ENOMEM : 1;
+		}
+		if (grow((void **)&b->partial, &b->pcap, b->plen + take, 1) < 0 ||
+		    grow((void **)&b->recs, &b->rcap, 1, sizeof(*b->recs)) < 0)
+			return -ENOMEM;
+		memcpy(b->partial + b->plen, buf, take);
+		rc = parse_line(b, b->partial, b->plen + take, &b->recs[0], &kused);
+		if (rc < 0)
+			return rc;
+		count = 1;
+		p = nl ? nl + 1 : end;
+	}
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len;
+		if (!nl && !final)
+			break;
+		len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (grow((void **)&b->recs, &b->rcap, count + 1, sizeof(*b->recs)) < 0)
+			return -ENOMEM;
+		rc = parse_line(b, p, len, &b->recs[count], &kused);
+		if (rc < 0)
+			return rc;
+		count++;
+		p = nl ? nl + 1 : end;
+	}
+	if ((size_t)(end - p) > line_max(b))
+		return -EFBIG;                  /* the unterminated rest can never fit */
+	*tail_at = (size_t)(p - buf);
+	/* Room for the tail now, so that nothing can fail after the append. */
+	if (grow((void **)&b->partial, &b->pcap, b->plen + size + 1, 1) < 0)
+		return -ENOMEM;
+	if (count == 0)
+		return 1;
+	rc = append_units(pl, b, b->recs, count);
+	if (rc < 0)
+		return rc;
+	atomic_fetch_add_explicit(&m->stats.bulk_records, count, memory_order_relaxed);
+	if (b->put && grow((void **)&b->keyv, &b->kvcap, count, sizeof(*b->keyv)) == 0) {
+		for (size_t i = 0; i < count; i++)
+			b->keyv[i] = b->recs[i].key;
+		invalidate_keys(m, b, n, count);
+	}
+	return 0;
+}
+
+/* Keeps buf[tail_at..size) as the new partial line (after a successful append),
+ * or appends it to the partial line (when no line completed). append_lines made
+ * the room. */
+static void keep_tail(struct bulk_fh *b, const char *buf, size_t size, size_t tail_at,
+                      bool lines_done)
+{
+	size_t keep = size - tail_at;
+
+	if (lines_done)
+		b->plen = 0;
+	if (keep == 0)
+		return;
+	memcpy(b->partial + b->plen, buf + tail_at, keep);
+	b->plen += keep;
+}
+
+static int bulk_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
+                     struct stat *st)
+{
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+
+	if (!tfs_mount_plog(n))
+		return -ENOENT;
+	tfs_topic_owner(n, &uid, &gid, &mode);
+	tfs_stat_file(n, mode & 0222, uid, gid, 0, 0, st);
+	st->st_atim = st->st_mtim = st->st_ctim = m->started;
+	return 0;
+}
+
+static void bulk_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
+{
+	struct bulk_fh *b = (struct bulk_fh *)fh;
+
+	tfs_fh_unregister(m, fh);
+	pthread_mutex_destroy(&b->lock);
+	free(b->partial);
+	free(b->recs);
+	free(b->keys);
+	free(b->keyv);
+	free(b->nodeids);
+	free(b);
+}
+
+static void bulk_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                      struct fuse_file_info *fi)
+{
+	struct tfs_topic_config cfg;
+	struct bulk_fh *b;
+
+	if (m->read_only) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_WRONLY) {
+		fuse_reply_err(req, EACCES);        /* write-only */
+		return;
+	}
+	if (!tfs_mount_plog(n)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&b->lock, NULL);
+	b->put = n->kind == TFS_NODE_PUT;
+	tfs_topic_get_config(n->topic, &cfg);
+	b->max_message_bytes = cfg.max_message_bytes;
+	b->payload_max = tfs_record_payload_max(cfg.max_message_bytes);
+	tfs_fh_register(m, &b->base, n, bulk_fh_free);
+	fi->fh = (uintptr_t)b;
+	fi->direct_io = 1;
+	fi->nonseekable = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		bulk_fh_free(m, &b->base);
+}
+
+static void bulk_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, const char *buf,
+                       size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct bulk_fh *b = (struct bulk_fh *)fh;
+	size_t tail_at = 0;
+	int rc;
+
+	atomic_fetch_add_explicit(&m->stats.bulk_writes, 1, memory_order_relaxed);
+	pthread_mutex_lock(&b->lock);
+	rc = append_lines(m, b, buf, size, false, &tail_at);
+	if (rc >= 0)
+		keep_tail(b, buf, size, tail_at, rc == 0);
+	pthread_mutex_unlock(&b->lock);
+	if (rc < 0)
+		tfs_reply_err(req, rc, fh->node->kind == TFS_NODE_PUT ? ".put" : ".append");
+	else
+		fuse_reply_write(req, size);
+}
+
+/* The final line without a newline. Handle lock held. */
+static int append_partial(struct tfs_mount *m, struct bulk_fh *b)
+{
+	size_t tail_at;
+	int rc;
+
+	if (b->plen == 0)
+		return 0;
+	rc = append_lines(m, b, "", 0, true, &tail_at);
+	b->plen = 0;                            /* appended, or refused for good */
+	return rc < 0 ? rc : 0;
+}
+
+static void bulk_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                       struct fuse_file_info *fi)
+{
+	struct bulk_fh *b = (struct bulk_fh *)fh;
+	int rc;
+
+	pthread_mutex_lock(&b->lock);
+	rc = append_partial(m, b);
+	pthread_mutex_unlock(&b->lock);
+	tfs_reply_err(req, rc, fh->node->kind == TFS_NODE_PUT ? ".put" : ".append");
+}
+
+static void bulk_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                         struct fuse_file_info *fi)
+{
+	struct bulk_fh *b = (struct bulk_fh *)fh;
+	int rc;
+
+	pthread_mutex_lock(&b->lock);
+	rc = append_partial(m, b);
+	pthread_mutex_unlock(&b->lock);
+	if (rc < 0)
+		tfs_log_error("fs", "final line of %s/%d/%s lost at release: %s",
+		              tfs_topic_name(fh->node->topic), (int)fh->node->partition,
+		              b->put ? ".put" : ".append", tfs_strerror(rc));
+	fuse_reply_err(req, 0);
+	tfs_fh_put(m, fh);
+}
+
+static void bulk_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, int datasync,
+                       struct fuse_file_info *fi)
+{
+	struct tfs_plog *pl = tfs_mount_plog(fh->node);
+
+	tfs_reply_err(req, pl ? tfs_plog_sync(pl) : -ENOENT, "partition");
+}
+
+const struct tfs_node_ops tfs_kind_append = {
+	.name = ".append",
+	.stat = bulk_stat,
+	.open = bulk_open,
+	.write = bulk_write,
+	.flush = bulk_flush,
+	.release = bulk_release,
+	.fsync = bulk_fsync,
+};
+
+const struct tfs_node_ops tfs_kind_put = {
+	.name = ".put",
+	.stat = bulk_stat,
+	.open = bulk_open,
+	.write = bulk_write,
+	.flush = bulk_flush,
+	.release = bulk_release,
+	.fsync = bulk_fsync,
+};

@@ -1,0 +1,284 @@
+/* node_history.c - T/P/.history/: one read-only file per record still on disk
+ * (clean, dirty and active regions alike, keyed or not), named by its offset as
+ * 20 zero-padded digits, in ascending order. A file holds the record's value
+ * (empty for a tombstone; the xattr `tombstone` tells them apart).
+ *
+ * Listing opens a cursor at the resume point on every readdir call: record at
+ * offset o has cookie o + TFS_DIR_FIRST, and resuming after cookie c reopens at
+ * offset c - TFS_DIR_FIRST + 1. Offsets are never renumbered, so the cookies stay
+ * valid while the cleaner removes records (the gaps are the point).
+ *
+ * A history file's content never changes for its offset, so opens keep the page
+ * cache; the handle copies the record at open, so a file open when its record is
+ * cleaned away keeps reading the old bytes until it is closed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/node.h"
+#include "io/log.h"
+
+#define OFFSET_DIGITS 20            /* "%020" PRId64: 2^63-1 has 19 digits */
+
+struct hist_fh {
+	struct tfs_fh base;
+	struct tfs_record_copy rec;
+};
+
+/* Parses a canonical history name: exactly 20 decimal digits. */
+static bool parse_offset(const char *name, tfs_offset_t *out)
+{
+	int64_t v = 0;
+
+	if (strlen(name) != OFFSET_DIGITS)
+		return false;
+	for (int i = 0; i < OFFSET_DIGITS; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		if (v > (INT64_MAX - (name[i] - '0')) / 10)
+			return false;
+		v = v * 10 + (name[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+static void hist_attr(struct tfs_node *n, size_t value_len, int64_t timestamp, struct stat *st)
+{
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+
+	tfs_topic_owner(n, &uid, &gid, &mode);
+	tfs_stat_file(n, mode & 0444, uid, gid, (off_t)value_len, timestamp, st);
+}
+
+/* ---- the directory -------------------------------------------------------- */
+
+static int hist_dir_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
+                         struct stat *st)
+{
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+
+	if (!tfs_mount_plog(n))
+		return -ENOENT;
+	tfs_topic_owner(n, &uid, &gid, &mode);
+	tfs_stat_dir(m, n, mode & 0555, uid, gid, 2, st);
+	return 0;
+}
+
+static void hist_dir_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                            const char *name)
+{
+	struct tfs_node_ident id;
+	tfs_offset_t off;
+
+	if (!parse_offset(name, &off) || !tfs_mount_plog(dir)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, off, tfs_slice_make(NULL, 0), &id);
+	tfs_reply_entry(req, m, &id);         /* its stat reads the record: ENOENT if gone */
+}
+
+/* A readdirplus entry straight from the cursor's record (no second read). */
+static int hist_make_entry(struct tfs_mount *m, struct tfs_node *dir, const struct tfs_record *r,
+                           struct fuse_entry_param *e)
+{
+	struct tfs_node_ident id;
+	struct tfs_node *n;
+	int rc;
+
+	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, r->offset, tfs_slice_make(NULL, 0), &id);
+	memset(e, 0, sizeof(*e));
+	rc = tfs_inode_lookup(m->inodes, &id, &n);
+	if (rc < 0)
+		return rc;
+	atomic_store_explicit(&n->attrs_cached, true, memory_order_release);
+	hist_attr(n, r->value_null ? 0 : r->value.len, r->timestamp, &e->attr);
+	e->ino = n->nodeid;
+	e->attr_timeout = e->entry_timeout = m->key_timeout;
+	tfs_inode_put(m->inodes, n);
+	return 0;
+}
+
+static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                             size_t size, off_t off, struct fuse_file_info *fi, bool plus)
+{
+	struct tfs_plog *pl = tfs_mount_plog(dir);
+	struct tfs_plog_cursor *c = NULL;
+	char name[OFFSET_DIGITS + 1];
+	struct tfs_record r;
+	char *buf;
+	size_t used;
+	int rc = 0;
+
+	if (!pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	tfs_key_settle(m, dir);
+	used = tfs_dir_add_dots(req, buf, size, &off, plus, dir);
+	if (off < TFS_DIR_FIRST - 1)
+		goto reply;
+	rc = tfs_plog_cursor_open(pl, off >= TFS_DIR_FIRST ? off - TFS_DIR_FIRST + 1 : 0, &c);
+	if (rc < 0)
+		goto reply;
+	while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1) {
+		off_t next = (off_t)r.offset + TFS_DIR_FIRST;
+		size_t len;
+
+		if (off >= TFS_DIR_FIRST && r.offset <= off - TFS_DIR_FIRST)
+			continue;                   /* the cursor may start inside a batch */
+		snprintf(name, sizeof(name), "%020" PRId64, r.offset);
+		if (plus) {
+			struct fuse_entry_param e;
+			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size - used)
+				break;
+			rc = hist_make_entry(m, dir, &r, &e);
+			if (rc < 0)
+				break;
+			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
+		} else {
+			struct tfs_node_ident id;
+			struct stat st = { .st_mode = S_IFREG };
+			tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, r.offset, tfs_slice_make(NULL, 0), &id);
+			st.st_ino = tfs_inode_ident_hash(&id);
+			len = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
+			if (len > size - used)
+				break;
+		}
+		used += len;
+	}
+reply:
+	tfs_plog_cursor_close(c);
+	/* A corrupt batch ends the listing where it is, with what came before it;
+	 * an error before any entry is reported. */
+	if (rc < 0 && used == 0) {
+		free(buf);
+		tfs_reply_err(req, rc, ".history");
+		return;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+const struct tfs_node_ops tfs_kind_hist_dir = {
+	.name = ".history directory",
+	.is_dir = true,
+	.volatile_attrs = false,
+	.stat = hist_dir_stat,
+	.lookup = hist_dir_lookup,
+	.readdir = hist_dir_readdir,
+};
+
+/* ---- the entries ---------------------------------------------------------- */
+
+static int hist_entry_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
+                           struct stat *st)
+{
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	struct tfs_record_copy rec;
+	int rc;
+
+	if (fi && fi->fh) {                   /* open: its copy, even if cleaned away */
+		struct hist_fh *h = (struct hist_fh *)tfs_fh_of(fi);
+		hist_attr(n, h->rec.value_len, h->rec.timestamp, st);
+		return 0;
+	}
+	if (!pl)
+		return -ENOENT;
+	rc = tfs_plog_read_offset(pl, n->num, &rec);
+	if (rc < 0)
+		return rc;
+	hist_attr(n, rec.value_null ? 0 : rec.value_len, rec.timestamp, st);
+	tfs_record_copy_release(&rec);
+	return 0;
+}
+
+static void hist_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
+{
+	struct hist_fh *h = (struct hist_fh *)fh;
+
+	tfs_fh_unregister(m, fh);
+	tfs_record_copy_release(&h->rec);
+	free(h);
+}
+
+static void hist_entry_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                            struct fuse_file_info *fi)
+{
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	struct hist_fh *h;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, m->read_only ? EROFS : EACCES);
+		return;
+	}
+	if (!pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = tfs_plog_read_offset(pl, n->num, &h->rec);
+	if (rc < 0) {
+		free(h);
+		tfs_reply_err(req, rc, ".history entry");
+		return;
+	}
+	if (h->rec.value_null) {
+		free(h->rec.value);
+		h->rec.value = NULL;
+		h->rec.value_len = 0;
+	}
+	tfs_fh_register(m, &h->base, n, hist_fh_free);
+	fi->fh = (uintptr_t)h;
+	fi->keep_cache = 1;                   /* an offset's record never changes */
+	fi->noflush = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		hist_fh_free(m, &h->base);
+}
+
+static void hist_entry_read(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, size_t size,
+                            off_t off, struct fuse_file_info *fi)
+{
+	struct hist_fh *h = (struct hist_fh *)fh;
+
+	if (off < 0 || (uint64_t)off >= h->rec.value_len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->rec.value_len - (size_t)off)
+		size = h->rec.value_len - (size_t)off;
+	fuse_reply_buf(req, (const char *)h->rec.value + off, size);
+}
+
+static void hist_entry_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                             int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);                /* nothing of ours to make durable */
+}
+
+const struct tfs_node_ops tfs_kind_hist_entry = {
+	.name = ".history entry",
+	.volatile_attrs = true,
+	.stat = hist_entry_stat,
+	.open = hist_entry_open,
+	.read = hist_entry_read,
+	.fsync = hist_entry_fsync,
+};

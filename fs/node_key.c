@@ -1,0 +1,806 @@
+/* node_key.c - a key: a regular file holding the newest value of one Kafka key.
+ *
+ * Handles:
+ *
+ *   reader  (O_RDONLY)  pins the newest record at open (tfs_plog_read_key copies
+ *           it), so read() returns that value until close, whatever is appended
+ *           or cleaned meanwhile. Never appends anything (noflush: no FLUSH).
+ *   writer  (O_WRONLY/O_RDWR)  holds the value in memory: the newest value at
+ *           open, or empty with O_TRUNC or when created. write() patches the
+ *           buffer (O_APPEND: at its end); read() sees the buffer. FLUSH (every
+ *           close) commits when written: one record per commit, errors returned
+ *           to close(). FSYNC commits durably. RELEASE commits what is left
+ *           (errors can only be logged).
+ *
+ * Creation and O_TRUNC oblige a commit of their own ("pending"), so that touch
+ * and ": > key" append an empty value. But a shell redirect opens the file,
+ * dup2()s it to fd 1 and closes the original: a FLUSH before the first write.
+ * Committing there would append an empty record before every "echo v > key".
+ * So a FLUSH that finds only the pending obligation defers it: the commit happens
+ * at the next FLUSH after a write, at FSYNC, at RELEASE, or as soon as anything
+ * could observe its absence (tfs_key_settle: an open of a key, a listing or the
+ * attributes of the partition). Meanwhile lookup and stat already show the key
+ * with the writer's size.
+ *
+ * Page cache (DESIGN "Reading"), measured on this kernel (6.18): the page cache
+ * AND i_size are shared by every handle of an inode. Keeping a reader's pinned
+ * value in pages is not enough: when a shorter value is committed while it is
+ * open, the kernel learns the new size (from any stat) and truncates the cached
+ * pages and i_size, and the reader's next read() stops at the new length (seen:
+ * a 10000-byte pinned value read back as 50 bytes). So by default readers use
+ * direct_io: every read() is answered from the pinned copy, which keeps the
+ * promise in all cases (first reads are as fast; only re-reads of large values
+ * lose the cache, and MAP_SHARED mmap of a key is ENODEV).
+ * With -o reader_cache, readers use the page cache where it is safe at open:
+ *   - per node we track the record offset whose pages the kernel may hold
+ *     (cache_offset) and the open handles reading through it (cache_users);
+ *   - a reader whose pinned offset equals cache_offset, or that is the only
+ *     page-cache user, reads through the page cache, with keep_cache set only
+ *     when its offset is the one whose pages are already there;
+ *   - a reader pinned to another version while page-cache readers of an older
+ *     one are open uses direct_io;
+ *   - getattr with such a reader's handle (the kernel refreshing i_size on its
+ *     read path) reports the pinned length with attr timeout 0;
+ * and the trade-off is the one above: a value shortened while a page-cache
+ * reader is open cuts that reader's view.
+ * Writers always use direct_io (their bytes are not committed, no other handle
+ * may see them). getattr without a handle, on a node with a written or created
+ * writer, reports the most recently written writer's size (fstat after write).
+ *
+ * Whose close commits: FLUSH comes from every close() of every copy of the file
+ * descriptor, including copies a process never used: a fork()ed child closing
+ * its inherited descriptors at exec (O_CLOEXEC) sends a FLUSH while the parent is
+ * in the middle of its writes. Committing there would append a half-made value
+ * (measured: a writer doing pwrite + ftruncate while another thread ran
+ * subprocess.run produced torn records). So a handle remembers its editors: the
+ * lock owner (the process's files table, sent with every WRITE and FLUSH) and
+ * the thread of each write and ftruncate. A FLUSH commits a written handle only
+ * when it comes from one of its editors (same files table, or same thread); a
+ * FLUSH from anyone else leaves it for its editor's own close, or RELEASE. A
+ * handle that was only created or truncated defers at a FLUSH from the thread
+ * that opened it (the shell's dup2 + close) and ignores one from anyone else.
+ *
+ * Unlink and rename-over take the node's name away (tfs_inode_unhash): its open
+ * writers then commit nothing, as writes to an unlinked file reach no name. A
+ * renamed node follows its new name: its writers commit to the new key.
+ *
+ * security.capability, measured with -d on kernel 6.18 / libfuse 3.14 (3 write(2)
+ * calls on one handle, then truncate(2)):
+ *   page-cache writer:  GETXATTR before each of the 3 WRITEs, and before SETATTR
+ *   direct_io writer:   no GETXATTR before any WRITE; one before SETATTR(size)
+ *   FUSE_CAP_HANDLE_KILLPRIV (libfuse turns it on by default) changes neither.
+ * The page-cache write path calls file_remove_privs per write; the direct_io path
+ * does not. truncate/ftruncate go through the VFS's dentry_needs_remove_privs,
+ * which only HANDLE_KILLPRIV_V2 (SB_NOSEC) would skip, and libfuse 3.14 cannot
+ * negotiate it. So every writer uses direct_io, and ops.c answers security.*,
+ * system.* and trusted.* with ENODATA before any lookup or lock: the one
+ * round trip left (per truncate) costs a few microseconds.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/keyname.h"
+#include "fs/node.h"
+#include "fs/node_key.h"
+#include "io/log.h"
+
+#define BUF_MIN_CAP 256
+
+/* ---- attributes ----------------------------------------------------------- */
+
+/* The writer whose size getattr reports: the handle asked about, else the most
+ * recently written dirty one. Node lock held. */
+static struct tfs_key_handle *size_writer_locked(struct tfs_node *n, struct fuse_file_info *fi)
+{
+	struct tfs_key_handle *best = NULL;
+
+	if (fi && fi->fh) {
+		struct tfs_key_handle *h = tfs_key__of(tfs_fh_of(fi));
+		if (h->base.node == n && h->writer)
+			return h;
+	}
+	for (struct tfs_key_handle *h = n->writers; h; h = h->wnext)
+		if ((h->dirty || h->pending) && (!best || h->write_seq > best->write_seq))
+			best = h;
+	return best;
+}
+
+int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
+                    struct stat *st)
+{
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	struct tfs_key_handle *reader = NULL, *w;
+	struct tfs_keyinfo info;
+	uint8_t kb[TFS_NODE_KEY_CAP];
+	size_t klen, wlen = 0, rlen = 0;
+	int64_t wtime = 0, rtime = 0;
+	bool have_w = false, have_open_w = false, have_r = false, unlinked;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+	int rc;
+
+	if (!pl)
+		return -ENOENT;
+	tfs_topic_owner(n, &uid, &gid, &mode);
+	mode &= 0666;
+	if (fi && fi->fh) {
+		struct tfs_key_handle *h = tfs_key__of(tfs_fh_of(fi));
+		if (h->base.node == n && !h->writer)
+			reader = h;
+	}
+	pthread_mutex_lock(&n->lock);
+	klen = tfs_key__copy_locked(n, kb);
+	w = size_writer_locked(n, fi);
+	if (!w && n->writers) {
+		w = n->writers;                 /* clean: only for a key without a record */
+		have_open_w = true;
+	} else if (w) {
+		have_w = true;
+	}
+	if (w) {
+		wlen = w->len;
+		wtime = w->mtime_ms;
+	}
+	if (n->readers) {
+		have_r = true;
+		rlen = n->readers->rec.value_len;
+		rtime = n->readers->rec.timestamp;
+	}
+	unlinked = n->unlinked;
+	pthread_mutex_unlock(&n->lock);
+
+	if (have_w) {                           /* written or created, not committed */
+		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
+		return TFS_STAT_VOLATILE;
+	}
+	rc = unlinked ? -ENOENT : tfs_plog_lookup(pl, tfs_slice_make(kb, klen), &info);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	if (reader && (rc < 0 || info.offset != reader->rec.offset)) {
+		/* The kernel refreshes i_size through a page-cache reader's handle:
+		 * keep it at the pinned value's length. */
+		tfs_stat_file(n, mode, uid, gid, (off_t)reader->rec.value_len, reader->rec.timestamp, st);
+		return TFS_STAT_VOLATILE;
+	}
+	if (rc == 0) {
+		tfs_stat_file(n, mode, uid, gid, (off_t)info.value_bytes, info.timestamp, st);
+		return 0;
+	}
+	/* No live record (unlinked, tombstoned, or created and not committed), but
+	 * open handles still name the node: fstat on them must work. */
+	if (have_open_w) {
+		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
+		return TFS_STAT_VOLATILE;
+	}
+	if (have_r) {
+		tfs_stat_file(n, mode, uid, gid, (off_t)rlen, rtime, st);
+		return TFS_STAT_VOLATILE;
+	}
+	return -ENOENT;
+}
+/* Links h into the node's writers or readers. Node lock held. */
+void tfs_key__link_locked(struct tfs_node *n, struct tfs_key_handle *h)
+{
+	struct tfs_key_handle **head = h->writer ? &n->writers : &n->readers;
+
+	h->wprev = NULL;
+	h->wnext = *head;
+	if (*head)
+		(*head)->wprev = h;
+	*head = h;
+}
+
+static void handle_unlink_locked(struct tfs_node *n, struct tfs_key_handle *h)
+{
+	struct tfs_key_handle **head = h->writer ? &n->writers : &n->readers;
+
+	if (h->wprev)
+		h->wprev->wnext = h->wnext;
+	else
+		*head = h->wnext;
+	if (h->wnext)
+		h->wnext->wprev = h->wprev;
+	h->wnext = h->wprev = NULL;
+}
+
+/* Commits a dirty writer: one record with the buffer as value. Node lock held
+ * (writes to this node wait; the engine's locks come after ours). */
+static int commit_locked(struct tfs_mount *m, struct tfs_key_handle *h, bool durable,
+                         bool *committed)
+{
+	struct tfs_node *n = h->base.node;
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	static const uint8_t empty[1];
+	struct tfs_append_rec rec = { 0 };
+	int rc;
+
+	*committed = false;
+	if (!h->dirty && !h->pending)
+		return 0;
+	if (n->unlinked) {
+		h->dirty = h->pending = false;  /* its name is gone: nothing to commit to */
+		return 0;
+	}
+	if (!pl)
+		return -ENOENT;
+	rec.key = tfs_slice_make(n->key_len ? n->key : empty, n->key_len);
+	rec.value = tfs_slice_make(h->len ? h->buf : empty, h->len);
+	rc = tfs_plog_append(pl, &rec, 1, durable, NULL, NULL);
+	if (rc < 0) {
+		/* The error goes to this close()/fsync(); the value is dropped, so that a
+		 * later retry (RELEASE) cannot make a record appear that the caller was
+		 * told failed. The engine logged why. */
+		atomic_fetch_add_explicit(&m->stats.commit_errors, 1, memory_order_relaxed);
+		h->dirty = h->pending = false;
+		h->failed_err = rc;
+		return rc;
+	}
+	h->dirty = h->pending = false;
+	*committed = true;
+	atomic_fetch_add_explicit(&m->stats.commits, 1, memory_order_relaxed);
+	return 0;
+}
+
+static int commit(struct tfs_mount *m, struct tfs_key_handle *h, bool durable)
+{
+	struct tfs_node *n = h->base.node;
+	bool committed;
+	int rc;
+
+	pthread_mutex_lock(&n->lock);
+	rc = commit_locked(m, h, durable, &committed);
+	pthread_mutex_unlock(&n->lock);
+	/* Its mtime is now the record's; cached attrs (from a getattr between the
+	 * writes and this commit) must go. The kernel already dropped them on write. */
+	if (committed)
+		tfs_notify_changed(m, n);
+	return rc;
+}
+
+/* ---- deferred empty commits (see the top of this file) ------------------- */
+
+static void defer_add(struct tfs_mount *m, struct tfs_key_handle *h)
+{
+	pthread_mutex_lock(&m->deferred_lock);
+	if (!h->deferred) {
+		h->dprev = NULL;
+		h->dnext = m->deferred;
+		if (m->deferred)
+			m->deferred->dprev = h;
+		m->deferred = h;
+		h->deferred = true;
+		atomic_fetch_add_explicit(&m->deferred_count, 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&m->deferred_lock);
+}
+
+/* Deferred lock held. */
+static void defer_unlink_locked(struct tfs_mount *m, struct tfs_key_handle *h)
+{
+	if (h->dprev)
+		h->dprev->dnext = h->dnext;
+	else
+		m->deferred = h->dnext;
+	if (h->dnext)
+		h->dnext->dprev = h->dprev;
+	h->dnext = h->dprev = NULL;
+	h->deferred = false;
+	atomic_fetch_sub_explicit(&m->deferred_count, 1, memory_order_release);
+}
+
+static void defer_remove(struct tfs_mount *m, struct tfs_key_handle *h)
+{
+	pthread_mutex_lock(&m->deferred_lock);
+	if (h->deferred)
+		defer_unlink_locked(m, h);
+	pthread_mutex_unlock(&m->deferred_lock);
+}
+
+void tfs_key_settle(struct tfs_mount *m, struct tfs_node *n)
+{
+	struct tfs_key_handle *h, *next;
+
+	/* acquire: pairs with the release increment in defer_add. */
+	if (atomic_load_explicit(&m->deferred_count, memory_order_acquire) == 0 || !n->topic)
+		return;
+	/* Commits run under the deferred lock, so that a RELEASE cannot free a
+	 * handle under us (tfs_key__fh_free takes the lock to leave the list). */
+	pthread_mutex_lock(&m->deferred_lock);
+	for (h = m->deferred; h; h = next) {
+		struct tfs_node *hn = h->base.node;
+		bool committed = false;
+		int rc = 0;
+
+		next = h->dnext;
+		if (hn->topic != n->topic || hn->partition != n->partition)
+			continue;
+		/* Only the creation or truncation is owed here. A handle written since
+		 * is its editor's to commit (at its close): committing it now could
+		 * publish a value in the middle of its writes. */
+		pthread_mutex_lock(&hn->lock);
+		if (h->pending && !h->dirty)
+			rc = commit_locked(m, h, false, &committed);
+		pthread_mutex_unlock(&hn->lock);
+		if (committed)
+			tfs_notify_changed(m, hn);
+		if (rc < 0)
+			tfs_log_error("fs", "deferred commit of a created or truncated key in %s/%d "
+			              "failed: %s", tfs_topic_name(hn->topic), (int)hn->partition,
+			              tfs_strerror(rc));
+		defer_unlink_locked(m, h);
+	}
+	pthread_mutex_unlock(&m->deferred_lock);
+}
+
+void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
+{
+	struct tfs_key_handle *h = tfs_key__of(fh);
+	struct tfs_node *n = fh->node;
+
+	if (h->writer)
+		defer_remove(m, h);
+	pthread_mutex_lock(&n->lock);
+	handle_unlink_locked(n, h);
+	if (h->page_cache)
+		n->cache_users--;
+	pthread_mutex_unlock(&n->lock);
+	tfs_fh_unregister(m, fh);
+	tfs_record_copy_release(&h->rec);
+	free(h->buf);
+	free(h);
+}
+
+/* Sets up a writer on n: loads the newest value unless trunc. Node not locked. */
+int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key_handle *h,
+                         bool trunc, bool append, bool start_dirty)
+{
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	struct tfs_record_copy rc_copy;
+	uint8_t kb[TFS_NODE_KEY_CAP];
+	size_t klen;
+	int rc;
+
+	if (!pl)
+		return -ENOENT;
+	h->writer = true;
+	h->append = append;
+	h->payload_max = tfs_key__payload_max(n);
+	klen = tfs_key__copy(n, kb);
+	h->payload_max = h->payload_max > klen ? h->payload_max - klen : 0;
+	h->pending = trunc || start_dirty;
+	h->mtime_ms = tfs_now_ms();
+	if (trunc)
+		return 0;
+	rc = tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &rc_copy);
+	if (rc == -ENOENT)
+		return 0;                       /* not live: start empty */
+	if (rc < 0)
+		return rc;
+	/* Take the value's buffer over instead of copying it. */
+	h->buf = rc_copy.value;
+	h->len = h->cap = rc_copy.value_len;
+	rc_copy.value = NULL;
+	rc_copy.value_len = 0;
+	tfs_record_copy_release(&rc_copy);
+	return 0;
+}
+
+/* ---- open, read, write, flush, release, fsync ----------------------------- */
+
+static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                     struct fuse_file_info *fi)
+{
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	struct tfs_key_handle *h;
+	uint8_t kb[TFS_NODE_KEY_CAP];
+	size_t klen;
+	bool pending, unlinked;
+	int rc;
+
+	if (!pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	tfs_key_settle(m, n);                  /* ": > k; cat k" must see the empty value */
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		if (m->read_only) {
+			free(h);
+			fuse_reply_err(req, EROFS);
+			return;
+		}
+		rc = tfs_key__writer_init(m, n, h, (fi->flags & O_TRUNC) != 0, (fi->flags & O_APPEND) != 0,
+		                 false);
+		if (rc < 0) {
+			free(h->buf);
+			free(h);
+			tfs_reply_err(req, rc, "key");
+			return;
+		}
+		tfs_key__set_opener(h, req);
+		tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
+		pthread_mutex_lock(&n->lock);
+		tfs_key__link_locked(n, h);
+		if (h->pending)
+			h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
+			                                         memory_order_relaxed);
+		pthread_mutex_unlock(&n->lock);
+		fi->direct_io = 1;
+		fi->fh = (uintptr_t)h;
+		if (fuse_reply_open(req, fi) != 0)
+			tfs_key__fh_free(m, &h->base);
+		return;
+	}
+
+	pthread_mutex_lock(&n->lock);
+	klen = tfs_key__copy_locked(n, kb);
+	pending = n->writers != NULL;
+	unlinked = n->unlinked;
+	pthread_mutex_unlock(&n->lock);
+	rc = unlinked ? -ENOENT : tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &h->rec);
+	if (rc == -ENOENT && pending) {
+		/* Created, not committed yet: a reader sees no uncommitted byte. */
+		h->rec.offset = TFS_OFFSET_NONE;
+		rc = 0;
+	}
+	if (rc < 0) {
+		free(h);
+		tfs_reply_err(req, rc, "key");
+		return;
+	}
+	tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
+	pthread_mutex_lock(&n->lock);
+	tfs_key__link_locked(n, h);
+	if (h->rec.offset == TFS_OFFSET_NONE || !m->reader_cache) {
+		fi->direct_io = 1;
+	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
+		fi->keep_cache = n->cache_offset == h->rec.offset;
+		n->cache_offset = h->rec.offset;
+		n->cache_users++;
+		h->page_cache = true;
+	} else {
+		fi->direct_io = 1;              /* the pages hold another version */
+	}
+	pthread_mutex_unlock(&n->lock);
+	fi->noflush = 1;                        /* a reader never commits */
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) != 0)
+		tfs_key__fh_free(m, &h->base);
+}
+
+void tfs_key__set_opener(struct tfs_key_handle *h, fuse_req_t req)
+{
+	h->opener_tid = fuse_req_ctx(req)->pid;
+}
+
+/* Remembers who edited h (lock owner 0: unknown, e.g. ftruncate). Node lock held. */
+static void note_editor_locked(struct tfs_key_handle *h, uint64_t lock_owner, pid_t tid)
+{
+	for (uint8_t i = 0; i < h->editors; i++)
+		if (h->editor_owner[i] == lock_owner && h->editor_tid[i] == tid)
+			return;
+	if (h->editors == TFS_KEY_EDITORS) {
+		h->editors_overflow = true;
+		return;
+	}
+	h->editor_owner[h->editors] = lock_owner;
+	h->editor_tid[h->editors] = tid;
+	h->editors++;
+}
+
+/* Is this FLUSH from one of h's editors? Node lock held. */
+static bool is_editor_locked(const struct tfs_key_handle *h, uint64_t lock_owner, pid_t tid)
+{
+	if (h->editors_overflow)
+		return true;
+	for (uint8_t i = 0; i < h->editors; i++)
+		if ((lock_owner && h->editor_owner[i] == lock_owner) || h->editor_tid[i] == tid)
+			return true;
+	return false;
+}
+
+static void reply_slice(fuse_req_t req, const uint8_t *p, size_t len, size_t size, off_t off)
+{
+	if (off < 0 || (uint64_t)off >= len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > len - (size_t)off)
+		size = len - (size_t)off;
+	fuse_reply_buf(req, (const char *)p + off, size);
+}
+
+static void key_read(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, size_t size,
+                     off_t off, struct fuse_file_info *fi)
+{
+	struct tfs_key_handle *h = tfs_key__of(fh);
+	struct tfs_node *n = fh->node;
+
+	if (!h->writer) {
+		reply_slice(req, h->rec.value, h->rec.value_len, size, off);
+		return;
+	}
+	pthread_mutex_lock(&n->lock);          /* the buffer may be written meanwhile */
+	reply_slice(req, h->buf, h->len, size, off);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Makes room for len bytes. Node lock held. */
+static int reserve(struct tfs_key_handle *h, size_t len)
+{
+	size_t nc;
+	uint8_t *nb;
+
+	if (len <= h->cap)
+		return 0;
+	nc = h->cap < BUF_MIN_CAP ? BUF_MIN_CAP : h->cap;
+	while (nc < len)
+		nc = nc > SIZE_MAX / 2 ? len : nc * 2;
+	nb = realloc(h->buf, nc);
+	if (!nb)
+		return -ENOMEM;
+	h->buf = nb;
+	h->cap = nc;
+	return 0;
+}
+
+/* Sets the buffer's length, zero-filling growth. Node lock held. */
+static int resize_locked(struct tfs_key_handle *h, size_t len)
+{
+	int rc;
+
+	if (len > h->payload_max)
+		return -EFBIG;
+	rc = reserve(h, len);
+	if (rc < 0)
+		return rc;
+	if (len > h->len)
+		memset(h->buf + h->len, 0, len - h->len);
+	h->len = len;
+	return 0;
+}
+
+static void key_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, const char *buf,
+                      size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct tfs_key_handle *h = tfs_key__of(fh);
+	struct tfs_node *n = fh->node;
+	size_t pos, end;
+	int rc = 0;
+
+	if (!h->writer) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	pthread_mutex_lock(&n->lock);
+	pos = h->append ? h->len : (size_t)off;
+	end = pos + size;
+	if (h->failed_err) {
+		rc = h->failed_err;
+	} else if (end < pos || end > h->payload_max) {
+		/* Over max.message.bytes: refused now, and this handle appends nothing
+		 * at all, not even the empty value of its creation ("nothing appended"). */
+		rc = -EFBIG;
+		h->failed_err = rc;
+		h->dirty = h->pending = false;
+	} else if (pos > h->len) {
+		rc = resize_locked(h, pos);     /* a hole reads as zeros */
+	}
+	if (rc == 0)
+		rc = reserve(h, end);
+	if (rc == 0) {
+		note_editor_locked(h, fi->lock_owner, fuse_req_ctx(req)->pid);
+		memcpy(h->buf + pos, buf, size);
+		if (end > h->len)
+			h->len = end;
+		h->dirty = true;
+		h->mtime_ms = tfs_now_ms();
+		h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (rc < 0)
+		tfs_reply_err(req, rc, "key");
+	else
+		fuse_reply_write(req, size);
+}
+
+static void key_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                      struct fuse_file_info *fi)
+{
+	struct tfs_key_handle *h = tfs_key__of(fh);
+	struct tfs_node *n = fh->node;
+	pid_t tid = fuse_req_ctx(req)->pid;
+	bool defer, skip;
+
+	if (!h->writer) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	pthread_mutex_lock(&n->lock);
+	if (h->dirty) {
+		defer = false;
+		skip = !is_editor_locked(h, fi->lock_owner, tid);   /* a fork's close */
+	} else {
+		defer = h->pending && !n->unlinked && tid == h->opener_tid;
+		skip = !defer;
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (defer)
+		defer_add(m, h);                /* only created/truncated so far */
+	if (skip)
+		tfs_log(TFS_LOG_DEBUG, "fs", "flush of a key in %s/%d by thread %d, not an editor: "
+		        "left to its editor's close", tfs_topic_name(n->topic), (int)n->partition,
+		        (int)tid);
+	if (defer || skip) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	tfs_reply_err(req, commit(m, h, false), "key");
+}
+
+static void key_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, int datasync,
+                      struct fuse_file_info *fi)
+{
+	struct tfs_key_handle *h = tfs_key__of(fh);
+	struct tfs_plog *pl = tfs_mount_plog(fh->node);
+	bool dirty = false;
+	int rc;
+
+	if (!pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (h->writer) {
+		pthread_mutex_lock(&fh->node->lock);
+		dirty = (h->dirty || h->pending) && !fh->node->unlinked;
+		pthread_mutex_unlock(&fh->node->lock);
+	}
+	/* A durable commit syncs everything before it in the partition too. */
+	rc = dirty ? commit(m, h, true) : tfs_plog_sync(pl);
+	tfs_reply_err(req, rc, "key");
+}
+
+static void key_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                        struct fuse_file_info *fi)
+{
+	struct tfs_key_handle *h = tfs_key__of(fh);
+
+	if (h->writer) {
+		int rc = commit(m, h, false);   /* normally FLUSH did it already */
+		if (rc < 0)
+			tfs_log_error("fs", "commit at release of a key in %s/%d lost: %s",
+			              tfs_topic_name(fh->node->topic), (int)fh->node->partition,
+			              tfs_strerror(rc));
+	}
+	fuse_reply_err(req, 0);
+	tfs_fh_put(m, fh);
+}
+
+/* ---- setattr -------------------------------------------------------------- */
+
+/* truncate(2) on a path: a record with the value cut or zero-extended. */
+static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
+{
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	struct tfs_record_copy val;
+	struct tfs_append_rec rec = { 0 };
+	static const uint8_t empty[1];
+	uint8_t kb[TFS_NODE_KEY_CAP], *nv = NULL;
+	size_t klen;
+	bool unlinked;
+	int rc;
+
+	if (!pl)
+		return -ENOENT;
+	pthread_mutex_lock(&n->lock);
+	klen = tfs_key__copy_locked(n, kb);
+	unlinked = n->unlinked;
+	pthread_mutex_unlock(&n->lock);
+	if (unlinked)
+		return -ENOENT;
+	if ((uint64_t)size > tfs_key__payload_max(n) - klen)
+		return -EFBIG;
+	rc = tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &val);
+	if (rc == -ENOENT) {
+		/* Created and not committed yet: the file is what its writer holds, so
+		 * the truncation goes there (as it would to a local file's open fd). */
+		struct tfs_key_handle *w;
+		pthread_mutex_lock(&n->lock);
+		w = size_writer_locked(n, NULL);
+		if (!w)
+			w = n->writers;
+		rc = w ? resize_locked(w, (size_t)size) : -ENOENT;
+		if (w && rc == 0) {
+			w->dirty = true;
+			w->mtime_ms = tfs_now_ms();
+			w->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
+			                                         memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&n->lock);
+		return rc;
+	}
+	if (rc < 0)
+		return rc;
+	if ((size_t)size > val.value_len) {
+		nv = calloc(1, (size_t)size);
+		if (!nv) {
+			tfs_record_copy_release(&val);
+			return -ENOMEM;
+		}
+		if (val.value_len)
+			memcpy(nv, val.value, val.value_len);
+	}
+	rec.key = tfs_slice_make(klen ? kb : empty, klen);
+	rec.value = tfs_slice_make(nv ? nv : (val.value_len ? val.value : empty), (size_t)size);
+	rc = tfs_plog_append(pl, &rec, 1, false, NULL, NULL);
+	if (rc == 0)
+		atomic_fetch_add_explicit(&m->stats.commits, 1, memory_order_relaxed);
+	free(nv);
+	tfs_record_copy_release(&val);
+	return rc;
+}
+
+static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                        struct stat *attr, int to_set, struct fuse_file_info *fi)
+{
+	int rc = 0;
+
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		struct tfs_key_handle *h = fi && fi->fh ? tfs_key__of(tfs_fh_of(fi)) : NULL;
+
+		if (m->read_only) {
+			fuse_reply_err(req, EROFS);
+			return;
+		}
+		if (attr->st_size < 0) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		if (h && h->writer && h->base.node == n) {
+			pthread_mutex_lock(&n->lock);
+			rc = resize_locked(h, (size_t)attr->st_size);
+			if (rc == 0) {
+				/* SETATTR carries no lock owner: the thread stands for it. */
+				note_editor_locked(h, 0, fuse_req_ctx(req)->pid);
+				h->dirty = true;
+				h->mtime_ms = tfs_now_ms();
+				h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
+				                                         memory_order_relaxed);
+			}
+			pthread_mutex_unlock(&n->lock);
+		} else {
+			rc = truncate_path(m, n, attr->st_size);
+		}
+		if (rc < 0) {
+			tfs_reply_err(req, rc, "key");
+			return;
+		}
+	}
+	/* chmod/chown/utimens: accepted without effect (a key has its partition's
+	 * mode), so cp -a and tar into the mount do not fail. */
+	tfs_reply_attr(req, m, n, fi);
+}
+
+const struct tfs_node_ops tfs_kind_key = {
+	.name = "key",
+	.volatile_attrs = true,
+	.stat = tfs_key__stat,
+	.setattr = key_setattr,
+	.open = key_open,
+	.read = key_read,
+	.write = key_write,
+	.flush = key_flush,
+	.release = key_release,
+	.fsync = key_fsync,
+};

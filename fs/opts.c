@@ -1,0 +1,208 @@
+/* opts.c - command-line options (see opts.h). */
+#include "fs/opts.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fuse_ll.h"
+
+#define DEFAULT_CACHE_TIMEOUT_S 60.0   /* every change made through the mount is
+                                        * invalidated explicitly; the timeout only
+                                        * bounds changes the fs cannot see */
+
+void tfs_opts_init(struct tfs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	tfs_engine_config_defaults(&o->engine);
+	o->cache_timeout = DEFAULT_CACHE_TIMEOUT_S;
+}
+
+void tfs_opts_release(struct tfs_opts *o)
+{
+	free(o->data_dir);
+	free(o->fault_spec);
+	o->data_dir = NULL;
+	o->fault_spec = NULL;
+}
+
+static bool in_list(const char *const *names, const char *name)
+{
+	for (; *names; names++)
+		if (!strcmp(*names, name))
+			return true;
+	return false;
+}
+
+static int bad_value(struct tfs_opts *o, const char *arg, const char *why)
+{
+	fprintf(stderr, "topicfs: bad mount option %s: %s\n", arg, why);
+	o->bad = 1;
+	return 0;
+}
+
+static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Our options are consumed (return 0); everything else is kept (return 1). */
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct tfs_opts *o = data;
+	char name[128];
+	const char *eq, *val;
+	size_t nlen;
+	int64_t v;
+	int rc;
+
+	(void)outargs;
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		if (!o->data_dir) {
+			o->data_dir = strdup(arg);
+			return 0;
+		}
+		return 1;                         /* the mountpoint, for fuse_parse_cmdline */
+	}
+	if (key != FUSE_OPT_KEY_OPT)
+		return 1;
+	if (!strcmp(arg, "-d") || !strcmp(arg, "debug")) {
+		o->debug = true;
+		return 1;
+	}
+	if (!strcmp(arg, "reader_cache")) {
+		o->reader_cache = true;
+		return 0;
+	}
+	if (!strcmp(arg, "ro")) {
+		o->read_only = true;
+		return 1;                         /* the kernel mount is read-only too */
+	}
+	/* "-o cleanup.policy=compact,delete": libfuse splits at the comma (escape it
+	 * as "compact\\,delete", or let this glue the second half back on). */
+	if (o->last_was_policy && (!strcmp(arg, "compact") || !strcmp(arg, "delete"))) {
+		char both[64];
+		snprintf(both, sizeof(both), "%s,%s", o->last_policy, arg);
+		if (tfs_topic_config_set(&o->engine.topic_defaults, "cleanup.policy", both) < 0)
+			return bad_value(o, both, "not a valid cleanup.policy");
+		o->last_was_policy = false;
+		return 0;
+	}
+	o->last_was_policy = false;
+	eq = strchr(arg, '=');
+	if (!eq || arg[0] == '-')
+		return 1;
+	nlen = (size_t)(eq - arg);
+	if (nlen >= sizeof(name))
+		return 1;
+	memcpy(name, arg, nlen);
+	name[nlen] = '\0';
+	val = eq + 1;
+
+	if (!strcmp(name, "partitions")) {
+		if (!parse_i64(val, 1, INT32_MAX, &v))
+			return bad_value(o, arg, "expected a partition count >= 1");
+		o->engine.default_partitions = (int32_t)v;
+		return 0;
+	}
+	if (!strcmp(name, "io")) {
+		if (tfs_io_kind_parse(val, &o->engine.io_kind) < 0)
+			return bad_value(o, arg, "expected auto, uring or sync");
+		return 0;
+	}
+	if (!strcmp(name, "max_open_files")) {
+		if (!parse_i64(val, 16, 1000000, &v))
+			return bad_value(o, arg, "expected a number between 16 and 1000000");
+		o->engine.max_open_files = (unsigned)v;
+		return 0;
+	}
+	if (!strcmp(name, "fault")) {
+		free(o->fault_spec);
+		o->fault_spec = strdup(val);
+		return 0;
+	}
+	if (!strcmp(name, "cache_timeout")) {
+		char *end;
+		double d = strtod(val, &end);
+		if (end == val || *end || !(d >= 0.0) || d > 1e9)
+			return bad_value(o, arg, "expected seconds >= 0");
+		o->cache_timeout = d;
+		return 0;
+	}
+	if (in_list(tfs_topic_config_names(), name)) {
+		rc = tfs_topic_config_set(&o->engine.topic_defaults, name, val);
+		if (rc < 0)
+			return bad_value(o, arg, "not a valid value for this topic config");
+		if (!strcmp(name, "cleanup.policy") && strlen(val) < sizeof(o->last_policy)) {
+			strcpy(o->last_policy, val);
+			o->last_was_policy = true;
+		}
+		return 0;
+	}
+	if (in_list(tfs_cleaner_config_names(), name)) {
+		rc = tfs_cleaner_config_set(&o->engine.cleaner, name, val);
+		if (rc < 0)
+			return bad_value(o, arg, "not a valid value for this cleaner setting");
+		return 0;
+	}
+	return 1;
+}
+
+int tfs_opts_parse(struct fuse_args *args, struct tfs_opts *o)
+{
+	if (fuse_opt_parse(args, o, NULL, opt_proc) == -1)
+		return -1;
+	if (o->bad)
+		return -1;
+	o->engine.read_only = o->read_only;
+	/* The fault spec is armed by main.c once the mount is up, so that the n-th
+	 * disk operation counts from the first request (not from recovery at open).
+	 * Check it now, while a bad spec can still stop us cleanly. */
+	if (o->fault_spec) {
+		struct tfs_io *io = NULL;
+		int rc = tfs_io_create(TFS_IO_SYNC, &io);
+		if (rc == 0)
+			rc = tfs_io_set_fault(io, o->fault_spec);
+		tfs_io_destroy(io);
+		if (rc < 0) {
+			fprintf(stderr, "topicfs: bad mount option fault=%s: expected OPS:N:ACTION "
+			        "(e.g. write:3:EIO, all:5:crash)\n", o->fault_spec);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void tfs_opts_usage(const char *prog)
+{
+	printf("usage: %s [options] DATA_DIR MOUNTPOINT\n\n"
+	       "topicfs options:\n"
+	       "    -o ro                  read-only mount (writes fail with EROFS)\n"
+	       "    -o partitions=N        partitions of new topics (default 1)\n"
+	       "    -o io=auto|uring|sync  I/O backend (default auto)\n"
+	       "    -o max_open_files=N    bound of the segment file cache (default 4096)\n"
+	       "    -o cache_timeout=S     seconds the kernel may cache key attributes\n"
+	       "    -o reader_cache        read keys through the page cache (faster re-reads;\n"
+	       "                           a value shortened while a reader is open may cut\n"
+	       "                           that reader's view)\n"
+	       "    -o fault=SPEC          fail or crash the n-th disk operation (tests)\n"
+	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
+	       "                          ", prog);
+	for (const char *const *n = tfs_topic_config_names(); *n; n++)
+		printf(" %s", *n);
+	printf("\n    -o NAME=VALUE          a cleaner setting by its broker name:\n"
+	       "                          ");
+	for (const char *const *n = tfs_cleaner_config_names(); *n; n++)
+		printf(" %s", *n);
+	printf("\n\n");
+}

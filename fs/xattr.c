@@ -1,0 +1,541 @@
+/* xattr.c - the user.topicfs.* attributes (see xattr.h and DESIGN's table).
+ *
+ *   on          name                          access
+ *   key         offset timestamp partition    read  (of the newest record)
+ *   key         key                           read  (the raw key bytes)
+ *   key         versions                      read  (offsets still on disk)
+ *   key, hist   header.NAME                   read  (the record's headers)
+ *   topic dir   every topic config name       read/write (remove: mount default)
+ *   partition   log_start_offset log_end_offset size_bytes segments live_keys  read
+ *   partition   roll                          write (closes the active segment)
+ *   hist entry  key timestamp tombstone producer_id sequence   read
+ *
+ * Values are text (decimal numbers, no newline) except `key` and header values,
+ * which are the raw bytes. A name that does not apply to a node, or whose value
+ * does not exist for it (the key of a keyless record, the producer of a batch
+ * without one), is ENODATA and not listed. Writing a read-only or unknown name is
+ * ENOTSUP (so `cp -a` between mounts stays quiet), a bad config value EINVAL.
+ *
+ * The cleaner's attributes (dirty_ratio, first_dirty_offset,
+ * first_uncleanable_offset, clean, uncleanable_reason, last_clean, region,
+ * delete_horizon) become rows of `rows` once the engine exposes them.
+ */
+#include "fs/xattr.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "fs/node.h"
+#include "io/log.h"
+
+#define PREFIX_LEN (sizeof(TFS_XATTR_PREFIX) - 1)
+#define HEADER_PREFIX "header."
+#define HEADER_PREFIX_LEN (sizeof(HEADER_PREFIX) - 1)
+#define CONFIG_VALUE_CAP 64         /* every topic config value prints shorter */
+
+#define K(kind) (1u << (kind))
+
+/* A growable output buffer. */
+struct xbuf {
+	char *p;
+	size_t len, cap;
+};
+
+static int xb_put(struct xbuf *x, const void *p, size_t len)
+{
+	if (x->len + len + 1 > x->cap) {
+		size_t nc = x->cap ? x->cap * 2 : 256;
+		char *np;
+		while (nc < x->len + len + 1)
+			nc *= 2;
+		np = realloc(x->p, nc);
+		if (!np)
+			return -ENOMEM;
+		x->p = np;
+		x->cap = nc;
+	}
+	if (len)
+		memcpy(x->p + x->len, p, len);
+	x->len += len;
+	x->p[x->len] = '\0';
+	return 0;
+}
+
+static int xb_i64(struct xbuf *x, int64_t v)
+{
+	char tmp[24];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRId64, v);
+
+	return xb_put(x, tmp, (size_t)n);
+}
+
+/* What the getters share, loaded at most once per request. */
+struct xctx {
+	struct tfs_mount *m;
+	struct tfs_node *n;
+	bool rec_loaded;
+	int rec_err;
+	struct tfs_record_copy rec;     /* key: newest record; hist: the record */
+	bool stats_loaded;
+	struct tfs_plog_stats st;
+};
+
+static int load_record(struct xctx *c)
+{
+	struct tfs_plog *pl;
+
+	if (c->rec_loaded)
+		return c->rec_err;
+	c->rec_loaded = true;
+	pl = tfs_mount_plog(c->n);
+	if (!pl) {
+		c->rec_err = -ENOENT;
+	} else if (c->n->kind == TFS_NODE_HIST_ENTRY) {
+		c->rec_err = tfs_plog_read_offset(pl, c->n->num, &c->rec);
+	} else {
+		uint8_t kb[TFS_NODE_KEY_CAP];
+		size_t klen;
+		bool unlinked;
+		pthread_mutex_lock(&c->n->lock);
+		klen = c->n->key_len < sizeof(kb) ? c->n->key_len : sizeof(kb);
+		if (klen)
+			memcpy(kb, c->n->key, klen);
+		unlinked = c->n->unlinked;
+		pthread_mutex_unlock(&c->n->lock);
+		c->rec_err = unlinked ? -ENOENT : tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &c->rec);
+	}
+	/* A key being created has no record yet: its attributes do not exist. */
+	if (c->rec_err == -ENOENT)
+		c->rec_err = -ENODATA;
+	return c->rec_err;
+}
+
+static int load_stats(struct xctx *c)
+{
+	struct tfs_plog *pl;
+
+	if (!c->stats_loaded) {
+		pl = tfs_mount_plog(c->n);
+		if (!pl)
+			return -ENOENT;
+		tfs_plog_stats(pl, &c->st);
+		c->stats_loaded = true;
+	}
+	return 0;
+}
+
+/* ---- getters -------------------------------------------------------------- */
+
+static int get_offset(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_record(c);
+	return rc < 0 ? rc : xb_i64(x, c->rec.offset);
+}
+
+static int get_timestamp(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_record(c);
+	return rc < 0 ? rc : xb_i64(x, c->rec.timestamp);
+}
+
+static int get_partition(struct xctx *c, struct xbuf *x)
+{
+	return xb_i64(x, c->n->partition);
+}
+
+static int get_key(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc;
+	if (c->rec.key_null)
+		return -ENODATA;                /* a keyless record */
+	return xb_put(x, c->rec.key, c->rec.key_len);
+}
+
+static int get_versions(struct xctx *c, struct xbuf *x)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	uint8_t kb[TFS_NODE_KEY_CAP];
+	tfs_offset_t *v = NULL;
+	size_t count = 0, klen;
+	int rc = 0;
+
+	if (!pl)
+		return -ENOENT;
+	pthread_mutex_lock(&c->n->lock);
+	klen = c->n->key_len < sizeof(kb) ? c->n->key_len : sizeof(kb);
+	if (klen)
+		memcpy(kb, c->n->key, klen);
+	pthread_mutex_unlock(&c->n->lock);
+	rc = tfs_plog_key_versions(pl, tfs_slice_make(kb, klen), &v, &count);
+	if (rc < 0)
+		return rc;
+	if (count == 0)
+		rc = -ENODATA;
+	for (size_t i = 0; i < count && rc == 0; i++) {
+		if (i)
+			rc = xb_put(x, " ", 1);
+		if (rc == 0)
+			rc = xb_i64(x, v[i]);
+	}
+	free(v);
+	return rc;
+}
+
+static int get_tombstone(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_record(c);
+	return rc < 0 ? rc : xb_put(x, c->rec.value_null ? "1" : "0", 1);
+}
+
+static int get_producer_id(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc;
+	if (c->rec.batch.producer_id < 0)
+		return -ENODATA;
+	return xb_i64(x, c->rec.batch.producer_id);
+}
+
+static int get_sequence(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc;
+	if (c->rec.batch.base_sequence < 0)
+		return -ENODATA;
+	/* Kafka: a record's sequence is the batch's base sequence plus its offset
+	 * delta (wrapping at INT32_MAX). */
+	{
+		int64_t seq = (int64_t)c->rec.batch.base_sequence +
+		              (c->rec.offset - c->rec.batch.base_offset);
+		if (seq > INT32_MAX)
+			seq -= (int64_t)INT32_MAX + 1;
+		return xb_i64(x, seq);
+	}
+}
+
+static int get_log_start(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_stats(c);
+	return rc < 0 ? rc : xb_i64(x, c->st.log_start_offset);
+}
+
+static int get_log_end(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_stats(c);
+	return rc < 0 ? rc : xb_i64(x, c->st.log_end_offset);
+}
+
+static int get_size_bytes(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_stats(c);
+	return rc < 0 ? rc : xb_i64(x, c->st.size_bytes);
+}
+
+static int get_segments(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_stats(c);
+	return rc < 0 ? rc : xb_i64(x, c->st.segments);
+}
+
+static int get_live_keys(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_stats(c);
+	return rc < 0 ? rc : xb_i64(x, (int64_t)c->st.live_keys);
+}
+
+/* ---- setters -------------------------------------------------------------- */
+
+static int set_roll(struct xctx *c, const char *value, size_t size)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+
+	return pl ? tfs_plog_roll(pl) : -ENOENT;
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+struct xattr_row {
+	const char *name;               /* after "user.topicfs." */
+	unsigned kinds;                 /* K(kind) bits */
+	int (*get)(struct xctx *c, struct xbuf *x);   /* NULL: write-only */
+	int (*set)(struct xctx *c, const char *value, size_t size);   /* NULL: read-only */
+	bool cheap;                     /* listing may call get to test presence */
+};
+
+static const struct xattr_row rows[] = {
+	{ "offset", K(TFS_NODE_KEY), get_offset, NULL, true },
+	{ "timestamp", K(TFS_NODE_KEY) | K(TFS_NODE_HIST_ENTRY), get_timestamp, NULL, true },
+	{ "partition", K(TFS_NODE_KEY), get_partition, NULL, true },
+	{ "key", K(TFS_NODE_KEY) | K(TFS_NODE_HIST_ENTRY), get_key, NULL, true },
+	{ "versions", K(TFS_NODE_KEY), get_versions, NULL, false },
+	{ "tombstone", K(TFS_NODE_HIST_ENTRY), get_tombstone, NULL, true },
+	{ "producer_id", K(TFS_NODE_HIST_ENTRY), get_producer_id, NULL, true },
+	{ "sequence", K(TFS_NODE_HIST_ENTRY), get_sequence, NULL, true },
+	{ "log_start_offset", K(TFS_NODE_PARTITION), get_log_start, NULL, true },
+	{ "log_end_offset", K(TFS_NODE_PARTITION), get_log_end, NULL, true },
+	{ "size_bytes", K(TFS_NODE_PARTITION), get_size_bytes, NULL, true },
+	{ "segments", K(TFS_NODE_PARTITION), get_segments, NULL, true },
+	{ "live_keys", K(TFS_NODE_PARTITION), get_live_keys, NULL, true },
+	{ "roll", K(TFS_NODE_PARTITION), NULL, set_roll, false },
+};
+#define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
+
+static const struct xattr_row *find_row(const char *sub, enum tfs_node_kind kind)
+{
+	for (size_t i = 0; i < ROW_COUNT; i++)
+		if ((rows[i].kinds & K(kind)) && !strcmp(rows[i].name, sub))
+			return &rows[i];
+	return NULL;
+}
+
+static bool is_config_name(const char *sub)
+{
+	for (const char *const *n = tfs_topic_config_names(); *n; n++)
+		if (!strcmp(*n, sub))
+			return true;
+	return false;
+}
+
+/* The headers family: the value of the first header called name. */
+static int get_header(struct xctx *c, const char *name, struct xbuf *x)
+{
+	struct tfs_slice cur;
+	struct tfs_header h;
+	size_t nlen = strlen(name);
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc;
+	cur = tfs_slice_make(c->rec.headers, c->rec.headers_len);
+	while ((rc = tfs_header_next(&cur, &h)) == 1) {
+		if (h.key.len == nlen && !memcmp(h.key.p, name, nlen))
+			return h.value_null ? 0 : xb_put(x, h.value.p, h.value.len);
+	}
+	return rc < 0 ? rc : -ENODATA;
+}
+
+static bool header_listed_before(const struct tfs_record_copy *rec, struct tfs_slice name,
+                                 const uint8_t *upto)
+{
+	struct tfs_slice cur = tfs_slice_make(rec->headers, rec->headers_len);
+	struct tfs_header h;
+
+	while (cur.p < upto && tfs_header_next(&cur, &h) == 1 && h.key.p < upto)
+		if (h.key.len == name.len && !memcmp(h.key.p, name.p, name.len))
+			return true;
+	return false;
+}
+
+static int list_headers(struct xctx *c, struct xbuf *x)
+{
+	struct tfs_slice cur;
+	struct tfs_header h;
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc == -ENODATA ? 0 : rc;
+	cur = tfs_slice_make(c->rec.headers, c->rec.headers_len);
+	while ((rc = tfs_header_next(&cur, &h)) == 1) {
+		/* Names a listing cannot carry (empty, with a NUL) are skipped, and a
+		 * repeated name is listed once (getxattr returns its first value). */
+		if (h.key.len == 0 || memchr(h.key.p, '\0', h.key.len) ||
+		    header_listed_before(&c->rec, h.key, h.key.p))
+			continue;
+		if ((rc = xb_put(x, TFS_XATTR_PREFIX HEADER_PREFIX,
+		                 PREFIX_LEN + HEADER_PREFIX_LEN)) < 0 ||
+		    (rc = xb_put(x, h.key.p, h.key.len)) < 0 || (rc = xb_put(x, "", 1)) < 0)
+			return rc;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+static void ctx_release(struct xctx *c)
+{
+	if (c->rec_loaded && c->rec_err == 0)
+		tfs_record_copy_release(&c->rec);
+}
+
+/* The value of sub (the name after the prefix) on c->n. */
+static int value_of(struct xctx *c, const char *sub, struct xbuf *x)
+{
+	enum tfs_node_kind kind = c->n->kind;
+	const struct xattr_row *row = find_row(sub, kind);
+
+	if (row)
+		return row->get ? row->get(c, x) : -ENODATA;
+	if ((kind == TFS_NODE_KEY || kind == TFS_NODE_HIST_ENTRY) &&
+	    !strncmp(sub, HEADER_PREFIX, HEADER_PREFIX_LEN) && sub[HEADER_PREFIX_LEN])
+		return get_header(c, sub + HEADER_PREFIX_LEN, x);
+	if (kind == TFS_NODE_TOPIC && is_config_name(sub)) {
+		struct tfs_topic_config cfg;
+		char val[CONFIG_VALUE_CAP];
+		int rc;
+		if (tfs_topic_deleted(c->n->topic))
+			return -ENOENT;
+		tfs_topic_get_config(c->n->topic, &cfg);
+		rc = tfs_topic_config_get(&cfg, sub, val, sizeof(val));
+		return rc < 0 ? rc : xb_put(x, val, strlen(val));
+	}
+	return -ENODATA;
+}
+
+void tfs_xattr_get(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, const char *name,
+                   size_t size)
+{
+	struct xctx c = { .m = m, .n = n };
+	struct xbuf x = { 0 };
+	int rc;
+
+	if (strncmp(name, TFS_XATTR_PREFIX, PREFIX_LEN) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (n->topic)
+		tfs_key_settle(m, n);
+	rc = value_of(&c, name + PREFIX_LEN, &x);
+	ctx_release(&c);
+	if (rc < 0)
+		tfs_reply_err(req, rc, "xattr");
+	else if (size == 0)
+		fuse_reply_xattr(req, x.len);
+	else if (x.len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, x.p, x.len);
+	free(x.p);
+}
+
+void tfs_xattr_list(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, size_t size)
+{
+	struct xctx c = { .m = m, .n = n };
+	struct xbuf x = { 0 }, scratch = { 0 };
+	int rc = 0;
+
+	if (n->topic)
+		tfs_key_settle(m, n);
+	for (size_t i = 0; i < ROW_COUNT && rc == 0; i++) {
+		const struct xattr_row *row = &rows[i];
+		int present;
+		if (!(row->kinds & K(n->kind)) || !row->get)
+			continue;
+		scratch.len = 0;
+		present = row->cheap ? row->get(&c, &scratch) : 0;
+		if (present == -ENODATA || present == -ENOENT)
+			continue;
+		if (present < 0) {
+			rc = present;
+			break;
+		}
+		if ((rc = xb_put(&x, TFS_XATTR_PREFIX, PREFIX_LEN)) == 0 &&
+		    (rc = xb_put(&x, row->name, strlen(row->name))) == 0)
+			rc = xb_put(&x, "", 1);
+	}
+	if (rc == 0 && (n->kind == TFS_NODE_KEY || n->kind == TFS_NODE_HIST_ENTRY))
+		rc = list_headers(&c, &x);
+	if (rc == 0 && n->kind == TFS_NODE_TOPIC && !tfs_topic_deleted(n->topic)) {
+		for (const char *const *cn = tfs_topic_config_names(); *cn && rc == 0; cn++) {
+			if ((rc = xb_put(&x, TFS_XATTR_PREFIX, PREFIX_LEN)) == 0 &&
+			    (rc = xb_put(&x, *cn, strlen(*cn))) == 0)
+				rc = xb_put(&x, "", 1);
+		}
+	}
+	ctx_release(&c);
+	free(scratch.p);
+	if (rc < 0)
+		tfs_reply_err(req, rc, "xattr list");
+	else if (size == 0)
+		fuse_reply_xattr(req, x.len);
+	else if (x.len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, x.p, x.len);
+	free(x.p);
+}
+
+static int set_config(struct tfs_mount *m, struct tfs_node *n, const char *sub,
+                      const char *value, size_t size)
+{
+	char val[CONFIG_VALUE_CAP];
+
+	/* Config values are short text; a trailing newline (echo) is forgiven. */
+	if (size > 0 && value[size - 1] == '\n')
+		size--;
+	if (size >= sizeof(val) || memchr(value, '\0', size))
+		return -EINVAL;
+	memcpy(val, value, size);
+	val[size] = '\0';
+	return tfs_topic_set_config(n->topic, sub, val);
+}
+
+void tfs_xattr_set(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, const char *name,
+                   const char *value, size_t size, int flags)
+{
+	const char *sub = name + PREFIX_LEN;
+	const struct xattr_row *row;
+	struct xctx c = { .m = m, .n = n };
+	int rc;
+
+	if (strncmp(name, TFS_XATTR_PREFIX, PREFIX_LEN) != 0) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	row = find_row(sub, n->kind);
+	if (n->kind == TFS_NODE_TOPIC && is_config_name(sub)) {
+		if (flags & XATTR_CREATE) {
+			fuse_reply_err(req, EEXIST);    /* every config always has a value */
+			return;
+		}
+		if (m->read_only) {
+			fuse_reply_err(req, EROFS);
+			return;
+		}
+		if (tfs_topic_deleted(n->topic)) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		rc = set_config(m, n, sub, value, size);
+	} else if (row && row->set) {
+		if (m->read_only) {
+			fuse_reply_err(req, EROFS);
+			return;
+		}
+		rc = row->set(&c, value, size);
+	} else {
+		rc = -ENOTSUP;
+	}
+	tfs_reply_err(req, rc, "xattr");
+}
+
+void tfs_xattr_remove(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, const char *name)
+{
+	const char *sub = name + PREFIX_LEN;
+	char val[CONFIG_VALUE_CAP];
+	int rc;
+
+	if (strncmp(name, TFS_XATTR_PREFIX, PREFIX_LEN) != 0 || n->kind != TFS_NODE_TOPIC ||
+	    !is_config_name(sub)) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	if (m->read_only) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	/* Removing a config puts the mount's default back. */
+	rc = tfs_topic_config_get(&m->topic_defaults, sub, val, sizeof(val));
+	if (rc == 0)
+		rc = tfs_topic_set_config(n->topic, sub, val);
+	tfs_reply_err(req, rc, "xattr");
+}
