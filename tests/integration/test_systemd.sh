@@ -1,0 +1,106 @@
+#!/bin/bash
+# test_systemd.sh - systemd/topicfs@.service and systemd/example.mount.
+#
+# systemd is not PID 1 in the containers this runs in, so the units cannot be started.
+# Instead: `systemd-analyze verify` checks both files (on copies: the service with its
+# ExecStart binary pointed at the built topicfs, since verify requires it to exist, and
+# the mount unit under the name its Where= demands), and the service's own command lines
+# (ExecStartPre, ExecStart, ExecStartPost, ExecStop), with systemd's ${VAR} and $$
+# substitutions applied to a test configuration file, are run by hand: they must mount,
+# serve, and unmount with the daemon exiting 0.
+. "$(dirname "$0")/lib.sh"
+t_require_root
+
+UNITS=$T_REPO/systemd
+BIN=$TOPICFS
+[ -x "$BIN" ] || BIN=/usr/bin/true     # verify needs an existing path; the run case needs the daemon
+
+c_verify_units() {
+	need systemd-analyze systemd-escape
+	local d=$T_CASE/units out rc=0 name
+	mkdir "$d"
+	sed "s#/usr/local/bin/topicfs#$BIN#" "$UNITS/topicfs@.service" > "$d/topicfs@.service"
+	cp "$d/topicfs@.service" "$d/topicfs@demo.service"
+	name=$(systemd-escape -p --suffix=mount "$(sed -n 's/^Where=//p' "$UNITS/example.mount")")
+	assert_eq mnt-topicfs.mount "$name" "unit name for Where= of example.mount"
+	cp "$UNITS/example.mount" "$d/$name"
+	out=$(cd "$d" && systemd-analyze verify "./topicfs@.service" "./topicfs@demo.service" "./$name" 2>&1) || rc=$?
+	printf '%s\n' "$out" | sed 's/^/# verify: /'
+	assert_eq 0 "$rc" "exit status of systemd-analyze verify"
+	# verify only warns about unknown keys and bad values; any word about our units fails.
+	assert_eq "" "$(printf '%s\n' "$out" | grep -E 'topicfs@|mnt-topicfs|Unknown|Invalid|ignoring' || true)" \
+		"systemd-analyze warnings about the units"
+	# The contract of the service, stated in the task: foreground, auto_unmount, restart.
+	local s=$UNITS/topicfs@.service
+	assert_match 'Type=(simple|notify)' "$(grep '^Type=' "$s")" "Type="
+	assert_match 'ExecStart=.* -f .*auto_unmount.*' "$(grep '^ExecStart=' "$s")" "ExecStart="
+	assert_eq "Restart=on-failure" "$(grep '^Restart=' "$s")" "Restart="
+	assert_match 'ExecStop=.*(fusermount3 -u|umount).*' "$(grep '^ExecStop=' "$s")" "ExecStop="
+	assert_eq "EnvironmentFile=/etc/topicfs/%i.conf" "$(grep '^EnvironmentFile=' "$s")" "EnvironmentFile="
+	local m=$UNITS/example.mount
+	assert_eq "What=/var/lib/topicfs/demo Where=/mnt/topicfs Type=topicfs" \
+		"$(grep -E '^(What|Where|Type)=' "$m" | xargs)" "What/Where/Type of example.mount"
+	assert_match 'Options=allow_other(,.*)?' "$(grep '^Options=' "$m")" "Options= of example.mount"
+}
+
+# exec_line KEY: the KEY= line of the service, with systemd's substitutions done for
+# the environment of this case (Environment=, then the conf file) and its "-" prefix gone.
+exec_line() {
+	local line
+	line=$(sed -n "s/^$1=//p" "$T_CASE/unit")
+	line=${line#-}
+	line=$(printf '%s' "$line" | sed -e "s#\${DATA_DIR}#$DATA#g" -e "s#\${MOUNTPOINT}#$MNT#g" \
+		-e "s#\${OPTIONS}#$OPTIONS#g" -e 's/\$\$/$/g')
+	printf '%s' "$line"
+}
+
+c_service_commands_run() {
+	[ -x "$TOPICFS" ] || fail "daemon binary $TOPICFS not built"
+	local conf=$T_CASE/demo.conf line st i
+	sed "s#/usr/local/bin/topicfs#$TOPICFS#" "$UNITS/topicfs@.service" > "$T_CASE/unit"
+	rm -rf "$DATA" "$MNT"
+	printf '# test instance\nDATA_DIR=%s\nMOUNTPOINT=%s\nOPTIONS=allow_other,default_permissions,partitions=2\n' \
+		"$DATA" "$MNT" > "$conf"
+	# Environment=OPTIONS=... first, then the EnvironmentFile overrides it.
+	eval "$(sed -n 's/^Environment=//p' "$T_CASE/unit")"
+	# shellcheck disable=SC1090
+	. "$conf"
+	export MOUNTPOINT DATA_DIR OPTIONS
+	# ExecStartPre: makes both directories.
+	eval "set -- $(exec_line ExecStartPre)"
+	"$@"
+	assert_ok test -d "$DATA"
+	assert_ok test -d "$MNT"
+	# ExecStart, run like t_mount does (under timeout), but with the unit's own argv.
+	eval "set -- $(exec_line ExecStart)"
+	st=$T_CASE/.d/0
+	mkdir -p "$st"
+	printf '%s\n' "$MNT" > "$st/mnt"
+	printf '%s\n' "$*" > "$st/args"
+	(
+		set +eE; trap - ERR
+		timeout --signal=TERM --kill-after=10 "${T_TIMEOUT:-300}" "$@" &
+		echo $! > "$st/pid"
+		wait $!
+		echo $? > "$st/rc"
+	) > "$st/log" 2>&1 < /dev/null &
+	# ExecStartPost: returns 0 once the mount is up.
+	eval "set -- $(exec_line ExecStartPost)"
+	assert_ok "$@"
+	assert_ok mountpoint -q "$MNT"
+	mkdir "$MNT/t"
+	assert_eq "0 1" "$(ls "$MNT/t" | xargs)" "partitions=2 from OPTIONS reached the daemon"
+	echo v > "$MNT/t/0/k"
+	assert_cat "$MNT/t/0/k" $'v\n'
+	# ExecStop: unmounts; the daemon then exits 0 (checked by t_umount-style wait).
+	eval "set -- $(exec_line ExecStop)"
+	assert_ok "$@"
+	for i in $(seq 600); do [ -e "$st/rc" ] && break; sleep 0.1; done
+	touch "$st/checked"
+	assert_eq 0 "$(cat "$st/rc" 2>/dev/null || echo running)" "daemon exit status after ExecStop"
+	assert_fails t_mounted "$MNT"
+}
+
+t_test verify_units c_verify_units
+t_test service_commands_run c_service_commands_run
+t_done
