@@ -20,7 +20,7 @@ c_topics() {
 	t_umount
 	assert_eq "t-0 t-1 t-2 t-3 u-0 u-1 u-2" "$(cd "$DATA" && ls -d ./*-[0-9]* | sed 's|^\./||' | xargs)" \
 		"partition directories in the data dir"
-	assert_ok test -f "$DATA/t.config"
+	assert_ok test -f "$DATA/topics/t"
 	t_mount
 	assert_eq "0 1 2 3" "$(ls "$MNT/t" | xargs)" "partitions after remount"
 }

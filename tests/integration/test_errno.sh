@@ -13,7 +13,7 @@ c_bad_topic_names() {
 		assert_errno EINVAL mkdir "$MNT/$bad"
 	done
 	assert_eq "" "$(ls -A "$MNT")" "root after the bad mkdirs"
-	assert_eq "" "$(ls -A "$DATA" | grep -E -e '-[0-9]+$' -e '\.config$' || true)" \
+	assert_eq "" "$(ls -A "$DATA" "$DATA/topics" 2>/dev/null | grep -E -e '-[0-9]+$' || true)$(ls -A "$DATA/topics" 2>/dev/null)" \
 		"topic files in the data dir after the bad mkdirs"
 	# The longest legal name and the full legal alphabet work.
 	assert_errno OK mkdir "$MNT/$n249"
@@ -31,7 +31,7 @@ c_bad_config_values() {
 	mkdir "$MNT/t"
 	local t=$MNT/t pair name value before file_before
 	setfattr -n user.topicfs.segment.bytes -v 1048576 "$t"
-	file_before=$(cksum < "$DATA/t.config")
+	file_before=$(cksum < "$DATA/topics/t")
 	for pair in "segment.bytes=abc" "segment.bytes=-1" "segment.bytes=" "segment.bytes=12x" \
 		"cleanup.policy=bogus" "cleanup.policy=" "cleanup.policy=compact,bogus" \
 		"min.cleanable.dirty.ratio=1.5" "min.cleanable.dirty.ratio=-0.1" \
@@ -43,7 +43,7 @@ c_bad_config_values() {
 		assert_errno EINVAL setxattr "$t" "user.topicfs.$name" "$value"
 		assert_eq "$before" "$(t_x "$t" "$name")" "$name after the rejected value '$value'"
 	done
-	assert_eq "$file_before" "$(cksum < "$DATA/t.config")" "$DATA/t.config after the rejected values"
+	assert_eq "$file_before" "$(cksum < "$DATA/topics/t")" "$DATA/topics/t after the rejected values"
 	# Good values take, and persist.
 	assert_errno OK setxattr "$t" user.topicfs.cleanup.policy "compact,delete"
 	assert_errno OK setxattr "$t" user.topicfs.min.cleanable.dirty.ratio 0.25
@@ -224,7 +224,7 @@ c_rmdir() {
 	assert_eq "" "$(ls -A "$MNT")" "root after deleting both topics"
 	# Partition directories may wait for deletion under a "-delete" name (as in Kafka);
 	# anything else left is a leak, and pending ones must not come back as topics.
-	assert_eq "" "$(cd "$DATA" && ls -d t-* t.config e-* e.config 2>/dev/null | grep -v -- '-delete$' || true)" \
+	assert_eq "" "$(cd "$DATA" && ls -d t-* topics/t e-* topics/e 2>/dev/null | grep -v -- '-delete$' || true)" \
 		"topic files left in the data dir"
 	t_remount
 	assert_eq "" "$(ls -A "$MNT")" "root after deleting both topics and a remount"
