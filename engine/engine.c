@@ -5,11 +5,11 @@
  * Deleting a topic removes it from the registry, marks it deleted, closes its
  * partitions and removes its files; holders of a reference see tfs_topic_deleted().
  *
- * Creation order (crash-safe): partition directories first, then the .config file,
+ * Creation order (crash-safe): partition directories first, then topics/<topic>,
  * whose appearance commits the topic. Deletion order: partition directories are
- * renamed "<dir>.<n>-delete" (Kafka's suffix), the .config goes, then the renamed
+ * renamed "<dir>.<n>-delete" (Kafka's suffix), the config goes, then the renamed
  * directories are removed. At open, "-delete" directories are removed, and empty
- * partition directories without a .config (a creation that did not commit) too.
+ * partition directories without a config (a creation that did not commit) too.
  *
  * Lock order: e->lock -> t->lock -> the partition's locks (partition_log.h).
  */
@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/cleaner.h"
 #include "engine/engine.h"
 #include "io/file_util.h"
 #include "io/log.h"
@@ -36,7 +37,7 @@
 #define PATH_CAP 4096
 #define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
 #define MAX_PARTITIONS 100000
-#define CONFIG_SUFFIX ".config"
+#define CONFIG_DIR "topics"          /* DATA_DIR/topics/<topic>: config + ownership */
 #define DELETE_SUFFIX "-delete"        /* Kafka's suffix for a deleted partition dir */
 
 struct tfs_topic {
@@ -55,11 +56,14 @@ struct tfs_engine {
 	struct tfs_engine_config cfg;
 	char *data_dir;
 	int dirfd;
+	int cfgfd;                       /* DATA_DIR/topics, -1 if absent (read-only) */
 	struct tfs_io *io;
 	struct tfs_fdcache *fdcache;
 	pthread_rwlock_t lock;           /* topics */
 	struct tfs_topic **topics;       /* sorted by name */
 	size_t ntopics, captopics;
+
+	struct tfs_cleaner *cleaner;     /* NULL when read-only */
 
 	pthread_t flusher;
 	bool flusher_running;
@@ -157,10 +161,22 @@ static void partition_path(char *buf, size_t cap, struct tfs_engine *e, const ch
 	snprintf(buf, cap, "%s/%s-%" PRId32, e->data_dir, topic, p);
 }
 
-static void config_name(char *buf, size_t cap, const char *topic)
+struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e)
 {
-	snprintf(buf, cap, "%s%s", topic, CONFIG_SUFFIX);
+	return e->cleaner;
 }
+
+/* Hands partitions [from, t->nparts) to the cleaner; a failure only costs cleaning. */
+static void cleaner_register(struct tfs_engine *e, struct tfs_topic *t, int32_t from)
+{
+	for (int32_t p = from; e->cleaner && p < t->nparts; p++) {
+		int rc = tfs_cleaner_register(e->cleaner, t->parts[p], t->name, p);
+		if (rc < 0)
+			tfs_log_error("engine", "cannot hand %s-%" PRId32 " to the cleaner: %s", t->name, p,
+			              tfs_strerror(rc));
+	}
+}
+
 
 static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tfs_plog **out)
 {
@@ -274,7 +290,7 @@ static int save_topic(struct tfs_topic *t)
 {
 	char path[PATH_CAP];
 
-	snprintf(path, sizeof(path), "%s/%s%s", t->e->data_dir, t->name, CONFIG_SUFFIX);
+	snprintf(path, sizeof(path), "%s/%s/%s", t->e->data_dir, CONFIG_DIR, t->name);
 	return tfs_topic_config_save(t->e->io, path, &t->cfg, &t->meta);
 }
 
@@ -347,6 +363,8 @@ int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t part
 		rc = save_topic(t);              /* the commit point */
 	if (rc == 0)
 		rc = registry_insert(e, t);
+	if (rc == 0)
+		cleaner_register(e, t, 0);
 out:
 	pthread_rwlock_unlock(&e->lock);
 	if (rc < 0 && t) {
@@ -367,7 +385,7 @@ out:
 int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 {
 	struct tfs_topic *t;
-	char path[PATH_CAP], doomed[PATH_CAP + 64], cfg[PATH_CAP];
+	char path[PATH_CAP], doomed[PATH_CAP + 64];
 	bool found;
 	size_t at;
 	int rc = 0;
@@ -394,6 +412,10 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 	memmove(&e->topics[at], &e->topics[at + 1], (e->ntopics - at - 1) * sizeof(*e->topics));
 	e->ntopics--;
 	pthread_mutex_lock(&t->lock);
+	/* no pass may run on a partition once its directory starts going (under
+	 * t->lock: an add_partition that saw the topic alive has registered by now) */
+	for (int32_t i = 0; e->cleaner && i < t->nparts; i++)
+		tfs_cleaner_unregister(e->cleaner, t->parts[i]);
 	for (int32_t i = 0; i < t->nparts; i++) {
 		partition_path(path, sizeof(path), e, name, i);
 		snprintf(doomed, sizeof(doomed), "%s.%" PRId64 DELETE_SUFFIX, path, tfs_now_ms());
@@ -402,9 +424,10 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 			rc = r;
 	}
 	pthread_mutex_unlock(&t->lock);
-	config_name(cfg, sizeof(cfg), name);
 	if (rc == 0)
-		rc = tfs_io_unlinkat(e->io, e->dirfd, cfg, 0);
+		rc = tfs_io_unlinkat(e->io, e->cfgfd, name, 0);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(e->io, e->cfgfd);
 	if (rc == 0)
 		rc = tfs_io_fsync_dir(e->io, e->dirfd);
 	pthread_rwlock_unlock(&e->lock);
@@ -463,6 +486,7 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
 	if (rc == 0) {
 		t->parts[partition] = pl;
 		__atomic_store_n(&t->nparts, partition + 1, __ATOMIC_RELEASE);
+		cleaner_register(t->e, t, partition);
 		tfs_log_info("engine", "added partition %" PRId32 " to topic %s", partition, t->name);
 	} else {
 		tfs_plog_close(pl);
@@ -564,7 +588,8 @@ int tfs_engine_sync(struct tfs_engine *e)
 	for (size_t i = 0; i < e->ntopics; i++) {
 		struct tfs_topic *t = e->topics[i];
 		for (int32_t p = 0; p < tfs_topic_partition_count(t); p++) {
-			int r = tfs_plog_sync(t->parts[p]);
+			struct tfs_plog *pl = tfs_topic_partition(t, p);   /* t->parts may grow */
+			int r = pl ? tfs_plog_sync(pl) : 0;
 			if (r < 0 && rc == 0)
 				rc = r;
 		}
@@ -629,6 +654,46 @@ static struct tfs_topic *open_topic_entry(struct tfs_engine *e, const char *name
 	return t;
 }
 
+/* Reads DATA_DIR/topics/: one file per committed topic. */
+static int load_configs(struct tfs_engine *e)
+{
+	DIR *d;
+	struct dirent *de;
+	char path[PATH_CAP];
+	int rc = 0;
+
+	if (e->cfgfd < 0)
+		return 0;
+	d = fdopendir(dup(e->cfgfd));
+	if (!d)
+		return -errno;
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		struct tfs_topic *t;
+		if (!tfs_topic_name_valid(de->d_name) || strchr(de->d_name, '.') == de->d_name)
+			continue;
+		if (strlen(de->d_name) > 4 && !strcmp(de->d_name + strlen(de->d_name) - 4, ".tmp"))
+			continue;           /* a replace that did not finish; the next one redoes it */
+		t = open_topic_entry(e, de->d_name);
+		if (!t) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%s/%s", e->data_dir, CONFIG_DIR, de->d_name);
+		rc = tfs_topic_config_load(path, &t->cfg, &t->meta);
+		if (rc < 0) {
+			tfs_log_error("engine", "cannot load %s: %s; topic %s uses the defaults",
+			              path, tfs_strerror(rc), de->d_name);
+			t->cfg = e->cfg.topic_defaults;
+			rc = 0;
+		} else {
+			t->nparts = -2;     /* has a config */
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
 static int load_topics(struct tfs_engine *e)
 {
 	DIR *d = fdopendir(dup(e->dirfd));
@@ -638,9 +703,15 @@ static int load_topics(struct tfs_engine *e)
 
 	if (!d)
 		return -errno;
-	/* pass 1: config files and partition directories name the topics */
+	/* pass 0: the config files name the committed topics */
+	rc = load_configs(e);
+	if (rc < 0) {
+		closedir(d);
+		return rc;
+	}
+	/* pass 1: partition directories; those of topics without a config are
+	 * broker copies or creations that did not commit */
 	while ((de = readdir(d))) {
-		size_t n = strlen(de->d_name);
 		int32_t p;
 		if (de->d_name[0] == '.')
 			continue;
@@ -650,30 +721,7 @@ static int load_topics(struct tfs_engine *e)
 			rmtree(path);
 			continue;
 		}
-		if (n > strlen(CONFIG_SUFFIX) && !strcmp(de->d_name + n - strlen(CONFIG_SUFFIX), CONFIG_SUFFIX)) {
-			struct tfs_topic *t;
-			if (n - strlen(CONFIG_SUFFIX) > TOPIC_NAME_MAX)
-				continue;
-			memcpy(topic, de->d_name, n - strlen(CONFIG_SUFFIX));
-			topic[n - strlen(CONFIG_SUFFIX)] = '\0';
-			if (!tfs_topic_name_valid(topic))
-				continue;
-			t = open_topic_entry(e, topic);
-			if (!t) {
-				rc = -ENOMEM;
-				break;
-			}
-			snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
-			rc = tfs_topic_config_load(path, &t->cfg, &t->meta);
-			if (rc < 0) {
-				tfs_log_error("engine", "cannot load %s: %s; topic %s uses the defaults",
-				              path, tfs_strerror(rc), topic);
-				t->cfg = e->cfg.topic_defaults;
-				rc = 0;
-			} else {
-				t->nparts = -2;     /* has a config */
-			}
-		} else if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
 			struct tfs_topic *t;
 			if (!parse_partition_dir(de->d_name, topic, sizeof(topic), &p))
 				continue;
@@ -698,7 +746,7 @@ static int load_topics(struct tfs_engine *e)
 		int32_t want = t->meta.partitions;
 
 		if (!has_config) {
-			/* no .config: a topic copied from a Kafka broker, or a creation that
+			/* no config: a topic copied from a Kafka broker, or a creation that
 			 * never committed (empty directories) */
 			bool any = false;
 			for (int32_t p = 0; p < want; p++) {
@@ -715,8 +763,8 @@ static int load_topics(struct tfs_engine *e)
 				t->meta.partitions = 0;
 				continue;
 			}
-			tfs_log_info("engine", "topic %s has no %s file: using the defaults", t->name,
-			             CONFIG_SUFFIX);
+			tfs_log_info("engine", "topic %s has no %s/%s file: using the defaults",
+			             t->name, CONFIG_DIR, t->name);
 		}
 		t->nparts = 0;
 		if (want <= 0)
@@ -778,8 +826,11 @@ static void *flusher_main(void *arg)
 			pthread_mutex_lock(&t->lock);
 			flush_ms = t->cfg.flush_ms;
 			pthread_mutex_unlock(&t->lock);
-			for (int32_t p = 0; p < tfs_topic_partition_count(t); p++)
-				tfs_plog_flush_if_older(t->parts[p], flush_ms);
+			for (int32_t p = 0; p < tfs_topic_partition_count(t); p++) {
+				struct tfs_plog *pl = tfs_topic_partition(t, p);   /* t->parts may grow */
+				if (pl)
+					tfs_plog_flush_if_older(pl, flush_ms);
+			}
 		}
 		pthread_rwlock_unlock(&e->lock);
 		pthread_mutex_lock(&e->stop_lock);
@@ -798,6 +849,7 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		return -ENOMEM;
 	e->cfg = *cfg;
 	e->dirfd = -1;
+	e->cfgfd = -1;
 	pthread_rwlock_init(&e->lock, NULL);
 	pthread_mutex_init(&e->stop_lock, NULL);
 	pthread_cond_init(&e->stop_cond, NULL);
@@ -820,6 +872,13 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		              tfs_strerror(rc));
 		goto fail;
 	}
+	if (!cfg->read_only && mkdirat(e->dirfd, CONFIG_DIR, 0755) < 0 && errno != EEXIST) {
+		rc = -errno;
+		tfs_log_error("engine", "cannot create %s/%s: %s", e->data_dir, CONFIG_DIR,
+		              tfs_strerror(rc));
+		goto fail;
+	}
+	e->cfgfd = openat(e->dirfd, CONFIG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	rc = tfs_io_create(cfg->io_kind, &e->io);
 	if (rc < 0) {
 		tfs_log_error("engine", "cannot start the %s io backend: %s",
@@ -840,6 +899,17 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	if (rc < 0)
 		goto fail;
 	if (!cfg->read_only) {
+		rc = tfs_cleaner_create(e->io, e->data_dir, &cfg->cleaner, &e->cleaner);
+		if (rc < 0) {
+			tfs_log_error("engine", "cannot create the cleaner: %s", tfs_strerror(rc));
+			goto fail;
+		}
+		for (size_t i = 0; i < e->ntopics; i++)
+			cleaner_register(e, e->topics[i], 0);
+		rc = tfs_cleaner_start(e->cleaner);
+		if (rc < 0)
+			goto fail;
+
 		rc = pthread_create(&e->flusher, NULL, flusher_main, e);
 		if (rc != 0) {
 			rc = -rc;
@@ -867,6 +937,8 @@ void tfs_engine_close(struct tfs_engine *e)
 		pthread_mutex_unlock(&e->stop_lock);
 		pthread_join(e->flusher, NULL);
 	}
+	tfs_cleaner_destroy(e->cleaner);   /* before the partitions it borrows close */
+	e->cleaner = NULL;
 	for (size_t i = 0; i < e->ntopics; i++)
 		tfs_topic_unref(e->topics[i]);
 	free(e->topics);
@@ -874,6 +946,8 @@ void tfs_engine_close(struct tfs_engine *e)
 	tfs_io_destroy(e->io);
 	if (e->dirfd >= 0)
 		close(e->dirfd);
+	if (e->cfgfd >= 0)
+		close(e->cfgfd);
 	pthread_rwlock_destroy(&e->lock);
 	pthread_mutex_destroy(&e->stop_lock);
 	pthread_cond_destroy(&e->stop_cond);

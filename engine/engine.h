@@ -1,16 +1,17 @@
 /* engine.h - a data directory: its topics, their partitions, and the background
- * threads (flusher now; cleaners later) that serve them.
+ * threads (the flusher, the cleaner's pool) that serve them.
  *
  * Owns: the io context, the fd cache, every topic and partition log, the
- * background threads. DATA_DIR layout:
+ * background threads (flusher, the cleaner's pool). DATA_DIR layout:
  *
  *   DATA_DIR/<topic>-<partition>/      Kafka segment files (see partition_log.h)
- *   DATA_DIR/<topic>.config            topic config + ownership (topic_config.h);
+ *   DATA_DIR/topics/<topic>            topic config + ownership (topic_config.h);
  *                                      its presence is the commit point of a
  *                                      topic's creation
- *   DATA_DIR/cleaner-offset-checkpoint Kafka's text format
+ *   DATA_DIR/cleaner-offset-checkpoint Kafka's text format (cleaner_checkpoint.c)
+ *   DATA_DIR/log-cleaner.log           a line per cleaning pass (cleaner_log.c)
  *
- * A partition directory without a .config file (copied out of a Kafka broker) is
+ * A partition directory without a config file (copied out of a Kafka broker) is
  * a topic with the mount's default config.
  *
  * Topics are reference counted: tfs_engine_topic_get returns a reference that keeps
@@ -34,6 +35,7 @@
 
 struct tfs_engine;
 struct tfs_topic;
+struct tfs_cleaner;
 
 struct tfs_engine_config {
 	const char *data_dir;
@@ -95,5 +97,9 @@ int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
 
 /* Makes every partition of every topic durable. */
 int tfs_engine_sync(struct tfs_engine *e);
+
+/* The cleaner (engine/cleaner.h) that compacts and applies retention to every
+ * partition; NULL on a read-only engine. Borrowed, valid until tfs_engine_close. */
+struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e);
 
 #endif

@@ -6,7 +6,7 @@
  *      whose offset is at or past the lowest *.cleaned belongs to an interrupted
  *      swap and is removed; the remaining *.swap files complete their swap: the
  *      originals they cover are removed and the .swap suffix dropped. Index files
- *      without a .log are removed.
+ *      without a .log are removed (remove_orphan_indexes).
  *   2. every segment is scanned from position 0: each batch's header and CRC are
  *      checked, its records feed the key directory, and the in-memory indexes are
  *      rebuilt. In the last segment, the first invalid or incomplete batch starts a
@@ -233,7 +233,35 @@ out:
 	return rc;
 }
 
-/* Applies the records of one valid batch to the key directory. */
+/* Step 1, last part: .index / .timeindex files whose .log is gone (an interrupted
+ * swap or retention renamed the .log first) are removed, as Kafka's loader does. */
+static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
+{
+	DIR *dir = fdopendir(dup(pl->dirfd));
+	struct dirent *de;
+
+	if (!dir)
+		return -errno;
+	rewinddir(dir);
+	while ((de = readdir(dir))) {
+		tfs_offset_t base;
+		const char *suffix;
+		bool known = false;
+
+		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0 ||
+		    (strcmp(suffix, ".index") && strcmp(suffix, ".timeindex")))
+			continue;
+		for (size_t i = 0; i < d->nlogs && !known; i++)
+			known = d->logs[i] == base;
+		if (!known)
+			remove_file(pl, de->d_name, "index without a .log");
+	}
+	closedir(dir);
+	return 0;
+}
+
+/* Feeds the records of one valid batch to the key directory (applied on the
+ * feed's thread, in order). */
 static int index_keys(struct tfs_plog *pl, struct tfs_record_iter *it, const uint8_t *batch,
                       size_t size, const char **why)
 {
@@ -245,15 +273,11 @@ static int index_keys(struct tfs_plog *pl, struct tfs_record_iter *it, const uin
 	if (it->h.attributes & TFS_ATTR_CONTROL)
 		return 0;                     /* transaction markers carry no data key */
 	while ((rc = tfs_record_iter_next(it, &r, why)) == 1) {
+		struct tfs_keyinfo info = { r.offset, r.timestamp, (uint32_t)r.value.len };
 		if (r.key_null)
 			continue;
-		if (r.value_null) {
-			tfs_keydir_remove(pl->kd, r.key, r.offset);
-		} else {
-			struct tfs_keyinfo info = { r.offset, r.timestamp, (uint32_t)r.value.len };
-			if (tfs_keydir_put(pl->kd, r.key, &info) < 0)
-				return -ENOMEM;
-		}
+		if (tfs__kdfeed_add(pl->kdfeed, r.key, r.value_null, &info) < 0)
+			return -ENOMEM;
 	}
 	return rc;
 }
@@ -350,6 +374,8 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		rc = index_keys(pl, it, *buf + off, size, &why);
 		if (rc < 0)
 			break;
+		if (h.producer_id >= 0)
+			seg->has_producer_ids = true;   /* the cleaner reads producer state here */
 		rc = tfs_segment_note_batch(seg, pos, size, h.base_offset, tfs_batch_last_offset(&h),
 		                            h.max_timestamp);
 		if (rc < 0)
@@ -397,11 +423,19 @@ int tfs__plog_recover(struct tfs_plog *pl)
 	int rc;
 
 	tfs_record_iter_init(&it);
+	rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed);
+	if (rc < 0)
+		goto out;
 	rc = list_dir(pl, &d, &have_swap);
 	if (rc < 0)
 		goto out;
 	if (!pl->env.read_only && (have_swap || d.min_cleaned != INT64_MAX)) {
 		rc = complete_swaps(pl, &d);
+		if (rc < 0)
+			goto out;
+	}
+	if (!pl->env.read_only) {
+		rc = remove_orphan_indexes(pl, &d);
 		if (rc < 0)
 			goto out;
 	}
@@ -445,6 +479,10 @@ int tfs__plog_recover(struct tfs_plog *pl)
 			}
 		}
 	}
+	rc = tfs__kdfeed_finish(pl->kdfeed);
+	pl->kdfeed = NULL;
+	if (rc < 0)
+		goto out;
 	if (list->count == 0) {
 		struct tfs_segment *seg = NULL;
 		if (pl->env.read_only) {
@@ -469,6 +507,10 @@ int tfs__plog_recover(struct tfs_plog *pl)
 	tfs_log_info("recovery", "opened %s: %zu segments, offsets up to %" PRId64 ", %zu live keys",
 	             pl->path, n, pl->end_offset, tfs_keydir_count(pl->kd));
 out:
+	if (pl->kdfeed) {
+		tfs__kdfeed_finish(pl->kdfeed);
+		pl->kdfeed = NULL;
+	}
 	tfs__seglist_put(list);
 	tfs_record_iter_release(&it);
 	free(buf);

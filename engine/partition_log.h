@@ -31,8 +31,12 @@
  * directory and wakes the others.
  *
  * Lock order (the only place it is written): topic registry lock (engine.c) ->
- * pl->append_lock -> pl->lock (rwlock: key directory, segment list, sizes) ->
- * fd cache lock. The cleaner takes pl->clean_lock before append_lock.
+ * topic lock -> cleaner checkpoint-file lock -> cleaner manager lock
+ * (cleaner_manager.c; never held while calling into a partition log) ;
+ * pl->q_lock (group-commit queue) -> pl->lock (rwlock: key directory, segment
+ * list, sizes) -> fd cache lock. The cleaner's swaps and retention run as the
+ * group-commit leader (tfs__plog_run_exclusive) and take pl->lock for writing
+ * only to publish; the cleaner's throttler and log locks are leaves.
  *
  * Threads: every function may be called from any thread.
  * Errors: 0 or a negative errno / TFS_E* code; every failure is logged once.

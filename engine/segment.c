@@ -417,3 +417,125 @@ int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd)
 	s->deleted = true;
 	return rc;
 }
+
+/* ---- the cleaner's output ---- */
+
+static const char *const index_suffixes[] = { ".index", ".timeindex" };
+
+int tfs_segment_create_cleaned(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd,
+                               const char *dir, tfs_offset_t base,
+                               int64_t index_interval_bytes, struct tfs_segment **out)
+{
+	char name[64], path[PATH_CAP];
+	struct tfs_segment *s;
+	int fd, rc;
+
+	*out = NULL;
+	snprintf(name, sizeof(name), "%020" PRId64 ".log.cleaned", base);
+	fd = tfs_io_openat(io, dirfd, name, O_RDWR | O_CREAT | O_TRUNC, SEGMENT_FILE_MODE);
+	if (fd < 0) {
+		tfs_log_error("segment", "cannot create %s/%s: %s", dir, name, tfs_strerror(fd));
+		return fd;
+	}
+	close(fd);
+	s = segment_alloc(io, fdc, dir, base, index_interval_bytes);
+	if (!s)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rc = tfs_fdcache_slot_set_path(fdc, &s->log, path);
+	if (rc < 0) {
+		tfs_segment_unref(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+static int write_whole(struct tfs_io *io, int dirfd, const char *name, const void *buf, size_t len)
+{
+	int fd = tfs_io_openat(io, dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, SEGMENT_FILE_MODE);
+	int rc;
+
+	if (fd < 0)
+		return fd;
+	rc = len ? tfs_io_write(io, fd, buf, len, 0) : 0;
+	if (rc == 0)
+		rc = tfs_io_fsync(io, fd, false);
+	close(fd);
+	return rc;
+}
+
+int tfs_segment_write_indexes_to(struct tfs_segment *s, int dirfd, const char *suffix)
+{
+	uint8_t *ibuf = NULL, *tbuf = NULL;
+	size_t ilen, tlen;
+	char name[96];
+	int rc, fd;
+
+	rc = encode_indexes(s, &ibuf, &ilen, &tbuf, &tlen, s->sealed);
+	if (rc < 0)
+		return rc;
+	fd = tfs_fdcache_get(s->fdcache, &s->log);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	rc = tfs_io_fsync(s->io, fd, true);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	if (rc < 0)
+		goto out;
+	snprintf(name, sizeof(name), "%020" PRId64 ".index%s", s->base_offset, suffix);
+	rc = write_whole(s->io, dirfd, name, ibuf, ilen);
+	if (rc < 0)
+		goto out;
+	snprintf(name, sizeof(name), "%020" PRId64 ".timeindex%s", s->base_offset, suffix);
+	rc = write_whole(s->io, dirfd, name, tbuf, tlen);
+out:
+	if (rc < 0)
+		tfs_log_error("segment", "cannot write indexes%s of %s/%020" PRId64 ": %s", suffix,
+		              s->dir, s->base_offset, tfs_strerror(rc));
+	free(ibuf);
+	free(tbuf);
+	return rc;
+}
+
+int tfs_segment_rename_files(struct tfs_segment *s, int dirfd, const char *from, const char *to)
+{
+	char a[96], b[96], path[PATH_CAP];
+	int rc;
+
+	snprintf(a, sizeof(a), "%020" PRId64 ".log%s", s->base_offset, from);
+	snprintf(b, sizeof(b), "%020" PRId64 ".log%s", s->base_offset, to);
+	rc = tfs_io_renameat(s->io, dirfd, a, dirfd, b);
+	if (rc < 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/%s", s->dir, b);
+	rc = tfs_fdcache_slot_set_path(s->fdcache, &s->log, path);
+	if (rc < 0)
+		goto fail;
+	for (size_t i = 0; i < sizeof(index_suffixes) / sizeof(index_suffixes[0]); i++) {
+		snprintf(a, sizeof(a), "%020" PRId64 "%s%s", s->base_offset, index_suffixes[i], from);
+		snprintf(b, sizeof(b), "%020" PRId64 "%s%s", s->base_offset, index_suffixes[i], to);
+		rc = tfs_io_renameat(s->io, dirfd, a, dirfd, b);
+		if (rc < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	tfs_log_error("segment", "cannot rename %s/%s to %s: %s", s->dir, a, b, tfs_strerror(rc));
+	return rc;
+}
+
+int tfs_segment_unlink_files(struct tfs_io *io, int dirfd, tfs_offset_t base, const char *suffix)
+{
+	char name[96];
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(name, sizeof(name), "%020" PRId64 "%s%s", base, suffixes[i], suffix);
+		int r = tfs_io_unlinkat(io, dirfd, name, 0);
+		if (r < 0 && r != -ENOENT && rc == 0)
+			rc = r;
+	}
+	return rc;
+}

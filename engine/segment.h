@@ -75,6 +75,10 @@ struct tfs_segment {
 	bool sealed;
 	bool deleted;                      /* files renamed .deleted; unlinked at last unref */
 	bool pinned;                       /* active segment keeps its fd pinned */
+	/* Some batch carries a producer id (>= 0). Set by recovery's scan and by the
+	 * cleaner's output; an append path that writes producer ids must set it too:
+	 * the cleaner reads producer and transaction state only from such segments. */
+	bool has_producer_ids;
 };
 
 /* Formats "<dir>/<20 digits><suffix>" into buf. */
@@ -126,6 +130,25 @@ int tfs_segment_indexes_match(struct tfs_segment *s);
 int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size);
 /* Renames the files to *.deleted; they are unlinked when the last ref goes. */
 int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd);
+
+/* ---- the cleaner's output (cleaner_swap.c) ----
+ * A cleaned segment is written as <base>.log.cleaned with .index.cleaned and
+ * .timeindex.cleaned, renamed to .swap, then to its final names (reference §2.9). */
+
+/* Creates an empty <base>.log.cleaned (replacing a stale one); the segment's fd
+ * slot names that file. Caller owns the ref. */
+int tfs_segment_create_cleaned(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd,
+                               const char *dir, tfs_offset_t base,
+                               int64_t index_interval_bytes, struct tfs_segment **out);
+/* Writes <base>.index<suffix> and <base>.timeindex<suffix> straight (no temp file:
+ * recovery discards unfinished .cleaned files) and fsyncs them and the .log. */
+int tfs_segment_write_indexes_to(struct tfs_segment *s, int dirfd, const char *suffix);
+/* Renames <base>{.log,.index,.timeindex}<from> to ...<to>, .log first, and points the
+ * fd slot at the new .log name after its rename. Stops at the first error. */
+int tfs_segment_rename_files(struct tfs_segment *s, int dirfd, const char *from, const char *to);
+/* Unlinks <base>{.log,.index,.timeindex}<suffix>; missing files are fine. Returns
+ * the first other error. */
+int tfs_segment_unlink_files(struct tfs_io *io, int dirfd, tfs_offset_t base, const char *suffix);
 
 static inline int64_t tfs_segment_size(const struct tfs_segment *s)
 {

@@ -3,7 +3,7 @@
  *
  * Owns: plain values; no I/O except tfs_topic_config_load/save.
  *
- * File format (DATA_DIR/<topic>.config), Java-properties style, one "name=value" per
+ * File format (DATA_DIR/topics/<topic>), Java-properties style, one "name=value" per
  * line, '#' comments; written atomically (temp file, fsync, rename, fsync of the
  * directory). Besides the topic configs it carries the topic's ownership as
  * topicfs.uid, topicfs.gid, topicfs.mode (octal) and topicfs.partitions.

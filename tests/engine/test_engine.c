@@ -141,7 +141,7 @@ static void delete_refuses_live_keys_then_removes_every_file(void **state)
 	assert_null(tfs_topic_partition(t, 0));
 	assert_null(tfs_engine_topic_get(f->e, "gone"));
 	tfs_topic_unref(t);
-	snprintf(p, sizeof(p), "%s/gone.config", f->dir);
+	snprintf(p, sizeof(p), "%s/topics/gone", f->dir);
 	assert_int_equal(t_file_size(p), -1);
 	snprintf(p, sizeof(p), "%s/gone-0", f->dir);
 	assert_int_equal(access(p, F_OK), -1);
@@ -210,6 +210,23 @@ static void a_partition_directory_without_config_is_a_broker_copy(void **state)
 	tfs_topic_unref(t);
 }
 
+static void a_249_character_topic_name_persists(void **state)
+{
+	struct fx *f = *state;
+	char name[250];
+	struct tfs_topic *t;
+
+	memset(name, 'n', 249);
+	name[249] = '\0';
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, name, 2, 0, 0, 0755), 0);
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, name);
+	assert_non_null(t);
+	assert_int_equal(tfs_topic_partition_count(t), 2);
+	tfs_topic_unref(t);
+}
+
 static void names_list_sorted(void **state)
 {
 	struct fx *f = *state;
@@ -255,6 +272,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(delete_refuses_live_keys_then_removes_every_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_partition_directory_without_config_is_a_broker_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_249_character_topic_name_persists, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
 	};

@@ -1,0 +1,195 @@
+/* cleaner.h - the log cleaner: Kafka's log compaction over the partitions of a data
+ * directory, crash-safe segment swaps, and retention of the delete policy.
+ *
+ * Owns: a pool of log.cleaner.threads threads, each with its own offset map (the
+ * dedupe buffer split among them, allocated at its first pass), I/O buffers, batch
+ * builder and record iterator; the per-partition cleaning state; the throttler; the
+ * files DATA_DIR/cleaner-offset-checkpoint and DATA_DIR/log-cleaner.log.
+ * Borrows: the io context and every registered partition log (the engine keeps a
+ * partition open until tfs_cleaner_unregister has returned for it).
+ *
+ * What a pass does (reference §2; the code is in cleaner_pass.c):
+ *
+ *   log start        first dirty (checkpoint)     first uncleanable     active base
+ *   |---- clean ---------|------- dirty --------------|--- uncleanable ----|-- active --|
+ *                         offset map over this range   (min.compaction.lag, open
+ *                         (stops early if it fills)     transactions) never cleaned
+ *   |<--------- recopied, segment group by segment group, up to the map's end -->|
+ *
+ * A record survives if the map holds no newer offset for its key; keyless records
+ * survive; a tombstone survives until its delete horizon (stamped into its batch
+ * as pass start + delete.retention.ms by the pass that first keeps it); the last
+ * batch of each producer id survives (empty if need be); records of aborted
+ * transactions go; markers go once their transaction has no data left and their
+ * horizon passed. Offsets are never renumbered.
+ *
+ * Selection (cleaner_manager.c): among registered partitions whose cleanup.policy
+ * has compact, not being cleaned and not uncleanable, the one with the highest
+ * dirty ratio = dirty bytes / (clean + dirty bytes) wins if that ratio is above
+ * min.cleanable.dirty.ratio, or if its oldest dirty segment passed
+ * max.compaction.lag.ms. After each round the threads apply retention (delete
+ * policy) to every registered partition. A thread sleeps log.cleaner.backoff.ms
+ * when there was nothing to do.
+ *
+ * Per-partition state machine (under the manager lock):
+ *
+ *        register                      pass / retention done
+ *   ---------------> IDLE  <-------------------------------- BUSY
+ *                     |  \------ selected, clean_now, -------->^
+ *                     |          retention                     |
+ *                     |  pass failed (not aborted)             |
+ *                     +<-- UNCLEANABLE (skipped until clean_now |
+ *                     |     clears it, or a restart)           |
+ *   unregister: sets abort, waits for BUSY to end, forgets the partition.
+ *
+ * Invariants:
+ *   (1) at most one pass or retention run per partition at a time (BUSY);
+ *   (2) the checkpoint of a partition only moves to the end of a pass that
+ *       completed every swap, and is written after those swaps;
+ *   (3) a partition's segment list changes only as the group-commit leader
+ *       (tfs__plog_run_exclusive) with pl->lock held for writing;
+ *   (4) on disk, at every instant, the old or the new files of a group are whole
+ *       (.cleaned -> .swap -> swap in; recovery finishes or discards, §2.9).
+ *
+ * Threads: every function may be called from any thread, except that
+ * tfs_cleaner_destroy must not race the others. Lock order: the engine's topic
+ * registry lock -> topic lock -> checkpoint-file lock -> manager lock; the manager
+ * lock is never held while calling into a partition log. The throttler's and the
+ * cleaner log's locks are leaves (see also partition_log.h).
+ *
+ * Errors: 0 or a negative errno / TFS_E* code; -ENOENT for a partition that is not
+ * registered; TFS_EREADONLY when c is NULL (a read-only mount has no cleaner).
+ */
+#ifndef TFS_CLEANER_H
+#define TFS_CLEANER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/batch_codec.h"
+#include "engine/topic_config.h"
+#include "engine/types.h"
+
+struct tfs_io;
+struct tfs_plog;
+struct tfs_cleaner;
+
+/* Creates a stopped cleaner for data_dir (borrowed string is copied; io borrowed
+ * until destroy): reads DATA_DIR/cleaner-offset-checkpoint (a malformed file is
+ * logged and ignored: every partition then starts fully dirty) and opens
+ * DATA_DIR/log-cleaner.log. Caller owns *out; free with tfs_cleaner_destroy.
+ * Errors: -EINVAL (bad config), -ENOMEM, an I/O errno opening the directory. */
+int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
+                       const struct tfs_cleaner_config *cfg, struct tfs_cleaner **out);
+/* Starts cfg->threads threads (0: no background cleaning or retention; clean_now
+ * still works on the caller's thread). Errors: -EALREADY, a pthread errno. */
+int tfs_cleaner_start(struct tfs_cleaner *c);
+/* Stops the threads: a pass in flight is aborted at its next check (its .cleaned
+ * files are removed, the log is unchanged); waiting clean_now calls return
+ * -ECANCELED. Idempotent. */
+void tfs_cleaner_stop(struct tfs_cleaner *c);
+/* Stops and frees. Every partition may still be registered (it is forgotten, not
+ * touched). NULL ok. */
+void tfs_cleaner_destroy(struct tfs_cleaner *c);
+
+/* Starts managing pl (borrowed until tfs_cleaner_unregister returns) as partition
+ * `partition` of `topic` (copied; the name used in the checkpoint and the log). The
+ * topic config is read from the partition log itself (tfs_plog_set_config keeps
+ * it current), so a config change applies from the next selection on. A partition
+ * that recovery found corrupt starts uncleanable with recovery's reason.
+ * Errors: -EEXIST (already registered), -ENOMEM. */
+int tfs_cleaner_register(struct tfs_cleaner *c, struct tfs_plog *pl, const char *topic,
+                         int32_t partition);
+/* Stops managing pl: asks an in-flight pass or retention run on it to abort, waits
+ * for it to end, forgets the partition and drops its checkpoint entry (the file is
+ * rewritten). After it returns the cleaner never touches pl again. No-op if not
+ * registered. */
+void tfs_cleaner_unregister(struct tfs_cleaner *c, struct tfs_plog *pl);
+
+/* Runs one cleaning pass of pl now and returns when it is done: ignores
+ * min.cleanable.dirty.ratio but honours every other rule (active segment,
+ * min.compaction.lag.ms, open transactions, the dedupe buffer's capacity - a pass
+ * that fills the map cleans up to where it stopped). Clears the uncleanable mark
+ * first. Then applies retention if the policy has delete. Runs on a cleaner thread
+ * (waiting for one to be free) or, when no thread runs, on the caller's. A topic
+ * without compact only gets retention. Returns 0, the pass's error (the partition
+ * is then uncleanable again, with the reason), -ECANCELED if the cleaner stopped
+ * or pl was unregistered meanwhile, -ENOENT, TFS_EREADONLY. */
+int tfs_cleaner_clean_now(struct tfs_cleaner *c, struct tfs_plog *pl);
+/* Applies retention.ms / retention.bytes to pl now (delete policy only; whole
+ * closed segments from the log start; the log start offset moves; keys whose
+ * newest record went leave the key directory). *deleted_segments may be NULL.
+ * Waits while a pass runs on pl. Errors as tfs_cleaner_clean_now. */
+int tfs_cleaner_enforce_retention(struct tfs_cleaner *c, struct tfs_plog *pl,
+                                  int *deleted_segments);
+
+/* ---- per-partition state (the partition directory's xattrs) ---- */
+
+#define TFS_CLEANER_LINE_MAX 512    /* last_clean and uncleanable_reason, with NUL */
+
+struct tfs_cleaner_partition_info {
+	double dirty_ratio;                    /* dirty bytes / (clean + dirty); 0 if none */
+	tfs_offset_t first_dirty_offset;       /* the checkpoint, reset as Kafka does */
+	tfs_offset_t first_uncleanable_offset; /* min(active base, min-lag bound, first
+	                                        * unstable offset), rounded down to a
+	                                        * segment base, >= first_dirty_offset;
+	                                        * = first_dirty_offset if uncleanable */
+	int64_t clean_bytes, dirty_bytes;
+	bool compacted;                        /* cleanup.policy has compact */
+	bool in_progress;                      /* a pass or retention is running */
+	bool uncleanable;
+	char uncleanable_reason[TFS_CLEANER_LINE_MAX];  /* "" unless uncleanable */
+	char last_clean[TFS_CLEANER_LINE_MAX];          /* "" before the first pass */
+};
+
+/* Fills *out. For a partition without compact, first_dirty_offset =
+ * first_uncleanable_offset = the log start and the ratio is 0 (every record is
+ * "uncleanable": the cleaner never compacts it). May read the headers of segments
+ * that hold producer ids (to find open transactions). Errors: -ENOENT,
+ * TFS_EREADONLY, -ENOMEM, an I/O error. */
+int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
+                               struct tfs_cleaner_partition_info *out);
+/* Shorthands for single attributes; same errors. buf gets a NUL-terminated line
+ * (truncated to cap), "" when there is none. */
+int tfs_cleaner_dirty_ratio(struct tfs_cleaner *c, struct tfs_plog *pl, double *out);
+int tfs_cleaner_first_dirty_offset(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t *out);
+int tfs_cleaner_first_uncleanable_offset(struct tfs_cleaner *c, struct tfs_plog *pl,
+                                         tfs_offset_t *out);
+int tfs_cleaner_last_clean(struct tfs_cleaner *c, struct tfs_plog *pl, char *buf, size_t cap);
+int tfs_cleaner_uncleanable_reason(struct tfs_cleaner *c, struct tfs_plog *pl, char *buf,
+                                   size_t cap);
+
+/* ---- per-record attributes (history entries) ---- */
+
+/* "clean" if offset < first_dirty, "dirty" if < first_uncleanable, else
+ * "uncleanable" (static strings). Take the two bounds from one
+ * tfs_cleaner_partition_info call to label a whole listing consistently. */
+const char *tfs_cleaner_region_of(tfs_offset_t offset, tfs_offset_t first_dirty,
+                                  tfs_offset_t first_uncleanable);
+/* The same for one offset of pl (one partition_info call). *out is static. */
+int tfs_cleaner_region(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t offset,
+                       const char **out);
+/* The delete horizon stamped into a batch (attribute bit 6): 0 and *out_ms, or
+ * -ENODATA when the batch has none. A tombstone or marker in such a batch goes at
+ * the first pass that starts at or after it. Needs no cleaner. */
+int tfs_cleaner_delete_horizon(const struct tfs_batch_header *h, int64_t *out_ms);
+
+/* ---- metrics ---- */
+
+/* Renders the cleaner's metrics in Prometheus text format into *out (malloc'd,
+ * NUL-terminated, caller frees; *len without the NUL). Kafka's names with the
+ * prefix topicfs_cleaner_ (each HELP line names the Kafka metric):
+ * max_dirty_percent, uncleanable_partitions_count, uncleanable_bytes,
+ * time_since_last_run_ms, max_buffer_utilization_percent, max_clean_time_secs,
+ * recopy_percent, max_compaction_delay_secs, dead_thread_count, io_bytes_total
+ * (the throttler's meter), passes_total, and per partition
+ * topicfs_cleaner_partition_{dirty_ratio,uncleanable} with topic and partition
+ * labels. Errors: -ENOMEM. */
+int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len);
+
+/* Tests only: the wall clock the cleaner uses for selection, horizons, lags and
+ * retention (default tfs_now_ms). Set before start. */
+void tfs_cleaner_set_clock(struct tfs_cleaner *c, int64_t (*now_ms)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,1088 @@
+/* cleaner_pass.c - one cleaning pass over one partition (Kafka's Cleaner.doClean,
+ * reference §2.4-§2.8).
+ *
+ * A pass, step by step:
+ *
+ *   1. read producer and transaction state from the segments that hold producer
+ *      ids (tfs__txn_scan): each producer's last data batch and epoch, the aborted
+ *      transactions [first data offset, ABORT marker], the first unstable offset;
+ *   2. cleanable range (tfs__log_to_clean): [first dirty, first uncleanable), the
+ *      latter = min(active base, first segment younger than min.compaction.lag.ms,
+ *      first unstable offset), rounded down to a segment base;
+ *   3. offset map over that range: every keyed record of a non-aborted data batch;
+ *      control batches never enter it. When the map is full the build stops at the
+ *      first keyed record that does not fit, even mid-segment (KAFKA-3894): the
+ *      pass's end offset is then the map's latest offset + 1, else the range's end
+ *      (gaps at segment ends are jumped, KAFKA-8764);
+ *   4. the segments overlapping [log start, end offset) are grouped
+ *      (tfs__group_segments: segment.bytes, segment.index.bytes, int32 offset span);
+ *   5. each group is recopied into <base>.log.cleaned (decisions below) and swapped
+ *      in (cleaner_swap.c) before the next group is read, so the extra disk space
+ *      is about one segment; a group whose one segment came through unchanged is
+ *      not swapped at all.
+ *
+ * Decisions for one batch (Kafka's checkBatchRetention and shouldRetainRecord):
+ *
+ *   can_discard   data: it belongs to an aborted transaction (the transaction is
+ *                 then "observed"); a transactional batch of a committed one marks
+ *                 its producer's transaction "open". control: empty -> yes; ABORT
+ *                 -> yes unless data of its transaction was observed this pass;
+ *                 COMMIT -> yes unless data of its transaction was seen this pass.
+ *   drop records  data: can_discard. control: can_discard and its horizon passed.
+ *   batch fate    last batch of an active producer -> kept, empty if need be;
+ *                 else the batch ending just before the first uncleanable offset ->
+ *                 kept, empty if need be; else drop records -> gone unread; else
+ *                 kept only if some record survives.
+ *   a record      survives unless the batch drops its records; markers survive;
+ *                 past the map's latest offset -> survives; keyless -> survives
+ *                 (topicfs keeps .append's records; Kafka drops them as invalid);
+ *                 else it survives if its offset >= the map's offset for its key
+ *                 and it has a value or its batch's horizon has not passed (or it
+ *                 has none yet).
+ *   writing       every record survives and no horizon is needed -> the batch's
+ *                 bytes are copied as they are; some survive -> re-encoded with the
+ *                 topic's codec (markers keep theirs), same base offset, offset
+ *                 deltas, last offset delta, producer fields; a batch that keeps a
+ *                 tombstone (or a marker of an emptied transaction) and has no
+ *                 horizon gets hasDeleteHorizonMs with pass start +
+ *                 delete.retention.ms; none survive -> a 61-byte empty batch or
+ *                 nothing.
+ *
+ * Offsets are never renumbered: survivors keep their batch and offset delta.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/cleaner_internal.h"
+#include "io/log.h"
+
+#define PROD_INITIAL_CAP 16
+#define HDRS_INITIAL_CAP 8
+#define KEEP_INITIAL_CAP 64
+#define US_PER_MS 1000
+#define NS_PER_US 1000
+#define CONTROL_KEY_BYTES 4     /* int16 version, int16 type */
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / NS_PER_US;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
+}
+
+/* ---- reading segments batch by batch ---- */
+
+void tfs__seg_reader_init(struct tfs__seg_reader *r, struct tfs_segment *seg, tfs_pos_t from,
+                          uint8_t **buf, size_t *cap, size_t chunk, struct tfs_cleaner *c,
+                          int64_t *bytes_read)
+{
+	memset(r, 0, sizeof(*r));
+	r->seg = seg;
+	r->pos = from;
+	r->limit = tfs_segment_size(seg);
+	r->buf = buf;
+	r->cap = cap;
+	r->chunk = chunk;
+	r->c = c;
+	r->bytes_read = bytes_read;
+}
+
+static int reader_corrupt(struct tfs__seg_reader *r, const char *why)
+{
+	tfs_log_error("cleaner", "corrupt batch in %s/%020" PRId64 ".log at position %" PRId64 ": %s",
+	              r->seg->dir, r->seg->base_offset, r->pos, why ? why : "invalid");
+	if (r->why)
+		snprintf(r->why, r->why_cap, "corrupt batch in %s/%020" PRId64 ".log at position %"
+		         PRId64 ": %s", r->seg->dir, r->seg->base_offset, r->pos, why ? why : "invalid");
+	return TFS_ECORRUPT;
+}
+
+/* Makes [pos, pos + need) available in the window; returns a pointer to pos. */
+static const uint8_t *reader_fill(struct tfs__seg_reader *r, size_t need, int *err)
+{
+	size_t want = need > r->chunk ? need : r->chunk;
+	ssize_t n;
+
+	if (r->pos >= r->win_start && r->pos + (tfs_pos_t)need <= r->win_start + (tfs_pos_t)r->win_len)
+		return *r->buf + (r->pos - r->win_start);
+	if ((tfs_pos_t)want > r->limit - r->pos)
+		want = (size_t)(r->limit - r->pos);
+	if (want > *r->cap) {
+		uint8_t *p = realloc(*r->buf, want);
+		if (!p) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		*r->buf = p;
+		*r->cap = want;
+	}
+	n = tfs_segment_read(r->seg, *r->buf, want, r->pos);
+	if (n < 0) {
+		*err = (int)n;
+		r->win_len = 0;
+		return NULL;
+	}
+	r->win_start = r->pos;
+	r->win_len = (size_t)n;
+	if (r->bytes_read)
+		*r->bytes_read += n;
+	if (r->c)
+		tfs__throttle(tfs__cleaner_throttler(r->c), n, r->abort);
+	if ((size_t)n < need) {
+		*err = reader_corrupt(r, "segment shorter than its size");
+		return NULL;
+	}
+	return *r->buf;
+}
+
+int tfs__seg_reader_next(struct tfs__seg_reader *r, struct tfs_batch_header *h,
+                         const uint8_t **batch, tfs_pos_t *at)
+{
+	const uint8_t *p;
+	const char *why = NULL;
+	size_t size;
+	int rc, err = 0;
+
+	if (r->seg->corrupt_at >= 0 && r->pos >= r->seg->corrupt_at)
+		return reader_corrupt(r, "past a corrupt batch found at open");
+	if (r->pos >= r->limit)
+		return 0;
+	if (r->limit - r->pos < TFS_BATCH_HEADER_BYTES)
+		return reader_corrupt(r, "truncated batch header");
+	p = reader_fill(r, TFS_BATCH_HEADER_BYTES, &err);
+	if (!p)
+		return err;
+	rc = tfs_batch_header_decode(p, TFS_BATCH_HEADER_BYTES, h, &why);
+	if (rc == TFS_EUNSUPPORTED)
+		return rc;
+	if (rc < 0)
+		return reader_corrupt(r, why);
+	size = tfs_batch_size(h);
+	if (size > TFS_CLEANER_MAX_BATCH_BYTES || (tfs_pos_t)size > r->limit - r->pos)
+		return reader_corrupt(r, "batch extends past the segment");
+	p = reader_fill(r, size, &err);
+	if (!p)
+		return err;
+	rc = tfs_batch_check_crc(p, size, &why);
+	if (rc < 0)
+		return rc == TFS_EUNSUPPORTED ? rc : reader_corrupt(r, why);
+	*batch = p;
+	*at = r->pos;
+	r->pos += (tfs_pos_t)size;
+	return 1;
+}
+
+/* ---- producer and transaction state ---- */
+
+void tfs__txn_state_init(struct tfs__txn_state *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->first_unstable = TFS_OFFSET_NONE;
+}
+
+void tfs__txn_state_release(struct tfs__txn_state *t)
+{
+	free(t->prod);
+	free(t->aborted);
+	tfs__txn_state_init(t);
+}
+
+static size_t pid_slot(int64_t pid, size_t cap)
+{
+	uint64_t x = (uint64_t)pid * 0x9e3779b97f4a7c15ull;   /* Fibonacci hashing */
+	return (size_t)(x >> 32) & (cap - 1);
+}
+
+static struct tfs__producer *prod_find(const struct tfs__txn_state *t, int64_t pid)
+{
+	if (!t->prod_cap)
+		return NULL;
+	for (size_t i = pid_slot(pid, t->prod_cap);; i = (i + 1) & (t->prod_cap - 1)) {
+		if (t->prod[i].pid == pid)
+			return &t->prod[i];
+		if (t->prod[i].pid < 0)
+			return NULL;
+	}
+}
+
+static int prod_grow(struct tfs__txn_state *t)
+{
+	size_t ncap = t->prod_cap ? t->prod_cap * 2 : PROD_INITIAL_CAP;
+	struct tfs__producer *np = malloc(ncap * sizeof(*np)), *old = t->prod;
+	size_t ocap = t->prod_cap;
+
+	if (!np)
+		return -ENOMEM;
+	for (size_t i = 0; i < ncap; i++)
+		np[i].pid = -1;
+	t->prod = np;
+	t->prod_cap = ncap;
+	for (size_t i = 0; i < ocap; i++) {
+		if (old[i].pid < 0)
+			continue;
+		size_t j = pid_slot(old[i].pid, ncap);
+		while (np[j].pid >= 0)
+			j = (j + 1) & (ncap - 1);
+		np[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+static struct tfs__producer *prod_get(struct tfs__txn_state *t, int64_t pid, int16_t epoch)
+{
+	struct tfs__producer *p = prod_find(t, pid);
+	size_t i;
+
+	if (p)
+		return p;
+	/* keep the load at or under one half */
+	if ((t->prod_count + 1) * 2 > t->prod_cap && prod_grow(t) < 0)
+		return NULL;
+	for (i = pid_slot(pid, t->prod_cap); t->prod[i].pid >= 0; i = (i + 1) & (t->prod_cap - 1))
+		;
+	p = &t->prod[i];
+	*p = (struct tfs__producer){ .pid = pid, .epoch = epoch, .last_data = TFS_OFFSET_NONE,
+	                             .last_ts = -1, .txn_first = TFS_OFFSET_NONE };
+	t->prod_count++;
+	return p;
+}
+
+static int aborted_push(struct tfs__txn_state *t, int64_t pid, tfs_offset_t first, tfs_offset_t last)
+{
+	if (t->aborted_count == t->aborted_cap) {
+		size_t ncap = t->aborted_cap ? t->aborted_cap * 2 : PROD_INITIAL_CAP;
+		struct tfs__aborted_txn *p = realloc(t->aborted, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		t->aborted = p;
+		t->aborted_cap = ncap;
+	}
+	t->aborted[t->aborted_count++] = (struct tfs__aborted_txn){ pid, first, last, false };
+	return 0;
+}
+
+static int cmp_aborted(const void *a, const void *b)
+{
+	const struct tfs__aborted_txn *x = a, *y = b;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The aborted transaction of pid that holds offset (first <= offset <= last). */
+static struct tfs__aborted_txn *aborted_find(const struct tfs__txn_state *t, int64_t pid,
+                                             tfs_offset_t offset)
+{
+	size_t lo = 0, hi = t->aborted_count;
+
+	/* first entry greater than (pid, offset) */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct tfs__aborted_txn *m = &t->aborted[mid];
+		if (m->pid < pid || (m->pid == pid && m->first <= offset))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	struct tfs__aborted_txn *e = &t->aborted[lo - 1];
+	return e->pid == pid && offset <= e->last ? e : NULL;
+}
+
+/* Type of the control record of a control batch (ControlRecordType), or -1. */
+static int control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t len)
+{
+	struct tfs_record r;
+
+	if (tfs_record_iter_reset(it, batch, len, NULL) < 0 ||
+	    tfs_record_iter_next(it, &r, NULL) != 1 || r.key_null || r.key.len < CONTROL_KEY_BYTES)
+		return -1;
+	if ((int16_t)(r.key.p[0] << 8 | r.key.p[1]) < 0)
+		return -1;
+	return (int16_t)(r.key.p[2] << 8 | r.key.p[3]);
+}
+
+static bool is_control(const struct tfs_batch_header *h)
+{
+	return h->attributes & TFS_ATTR_CONTROL;
+}
+
+static bool is_transactional(const struct tfs_batch_header *h)
+{
+	return h->attributes & TFS_ATTR_TRANSACTIONAL;
+}
+
+int tfs__txn_scan(struct tfs__txn_state *t, const struct tfs_seglist *l, uint8_t **buf,
+                  size_t *cap, size_t chunk, struct tfs_record_iter *it, struct tfs_cleaner *c)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < t->prod_cap; i++)
+		t->prod[i].pid = -1;
+	t->prod_count = 0;
+	t->aborted_count = 0;
+	t->first_unstable = TFS_OFFSET_NONE;
+	t->any = false;
+	for (int i = 0; i < l->count; i++) {
+		struct tfs__seg_reader r;
+		struct tfs_batch_header h;
+		const uint8_t *b;
+		tfs_pos_t at;
+
+		if (!l->seg[i]->has_producer_ids)
+			continue;
+		t->any = true;
+		tfs__seg_reader_init(&r, l->seg[i], 0, buf, cap, chunk, c, NULL);
+		while ((rc = tfs__seg_reader_next(&r, &h, &b, &at)) == 1) {
+			struct tfs__producer *p;
+			if (h.producer_id < 0 || (is_control(&h) && h.records_count == 0))
+				continue;   /* a cleaned, empty marker says nothing (Kafka ignores it) */
+			p = prod_get(t, h.producer_id, h.producer_epoch);
+			if (!p)
+				return -ENOMEM;
+			if (p->epoch != h.producer_epoch) {
+				p->epoch = h.producer_epoch;    /* a new epoch forgets the batches */
+				p->last_data = TFS_OFFSET_NONE;
+			}
+			p->last_ts = h.max_timestamp;
+			if (!is_control(&h)) {
+				p->last_data = tfs_batch_last_offset(&h);
+				if (is_transactional(&h) && p->txn_first < 0)
+					p->txn_first = h.base_offset;
+				continue;
+			}
+			if (p->txn_first >= 0) {
+				if (control_type(it, b, tfs_batch_size(&h)) == TFS_CONTROL_ABORT &&
+				    aborted_push(t, p->pid, p->txn_first, tfs_batch_last_offset(&h)) < 0)
+					return -ENOMEM;
+				p->txn_first = TFS_OFFSET_NONE;
+			}
+		}
+		if (rc < 0)
+			return rc;
+	}
+	for (size_t i = 0; i < t->prod_cap; i++) {
+		const struct tfs__producer *p = &t->prod[i];
+		if (p->pid >= 0 && p->txn_first >= 0 &&
+		    (t->first_unstable < 0 || p->txn_first < t->first_unstable))
+			t->first_unstable = p->txn_first;
+	}
+	if (t->aborted_count > 1)
+		qsort(t->aborted, t->aborted_count, sizeof(*t->aborted), cmp_aborted);
+	return 0;
+}
+
+/* ---- what to clean ---- */
+
+static int64_t largest_timestamp(const struct tfs_segment *s)
+{
+	return s->max_timestamp >= 0 ? s->max_timestamp : s->created_ms;
+}
+
+void tfs__log_to_clean(const struct tfs_seglist *l, tfs_offset_t log_end,
+                       const struct tfs_topic_config *cfg, tfs_offset_t checkpoint,
+                       tfs_offset_t first_unstable, int64_t now_ms,
+                       struct tfs__log_to_clean *out)
+{
+	int active = l->count - 1, idx;
+	tfs_offset_t fd, fu;
+
+	memset(out, 0, sizeof(*out));
+	out->log_start = l->seg[0]->base_offset;
+	out->log_end = log_end;
+	fd = checkpoint < 0 ? out->log_start : checkpoint;
+	if (checkpoint >= 0 && (checkpoint < out->log_start || checkpoint > log_end)) {
+		fd = out->log_start;
+		out->checkpoint_reset = true;
+	}
+	fu = l->seg[active]->base_offset;
+	if (first_unstable >= 0 && first_unstable < fu)
+		fu = first_unstable;
+	idx = tfs__seglist_find(l, fd);
+	if (idx < 0)
+		idx = 0;
+	if (cfg->min_compaction_lag_ms > 0) {
+		for (int i = idx; i < active; i++) {
+			if (largest_timestamp(l->seg[i]) > now_ms - cfg->min_compaction_lag_ms) {
+				if (l->seg[i]->base_offset < fu)
+					fu = l->seg[i]->base_offset;
+				break;
+			}
+		}
+	}
+	if (fu < fd)
+		fu = fd;
+	/* round down to the base of the segment holding it, never below first dirty */
+	idx = tfs__seglist_find(l, fu);
+	if (idx >= 0 && l->seg[idx]->base_offset < fu)
+		fu = l->seg[idx]->base_offset > fd ? l->seg[idx]->base_offset : fd;
+	out->first_dirty = fd;
+	out->first_uncleanable = fu;
+
+	for (int i = 0; i < active; i++) {
+		const struct tfs_segment *s = l->seg[i];
+		tfs_offset_t next = l->seg[i + 1]->base_offset;
+		int64_t size = tfs_segment_size(s);
+		if (s->base_offset < fd)
+			out->clean_bytes += size;
+		if (s->base_offset < fu && next > fd && fd < fu)
+			out->cleanable_bytes += size;
+	}
+	out->total_bytes = out->clean_bytes + out->cleanable_bytes;
+	out->ratio = out->total_bytes > 0 ? (double)out->cleanable_bytes / (double)out->total_bytes : 0;
+
+	/* max.compaction.lag.ms: the oldest first batch among the dirty closed segments */
+	if (cfg->max_compaction_lag_ms > 0 && cfg->max_compaction_lag_ms < INT64_MAX) {
+		int64_t earliest = INT64_MAX, bound = now_ms - cfg->max_compaction_lag_ms;
+		idx = tfs__seglist_find(l, fd);
+		for (int i = idx < 0 ? 0 : idx; i < active; i++) {
+			int64_t ts = l->seg[i]->first_batch_timestamp;
+			if (ts > 0 && ts < earliest)
+				earliest = ts;
+		}
+		if (earliest != INT64_MAX && earliest < bound) {
+			out->compaction_delay_ms = bound - earliest;
+			out->need_compaction_now = true;
+		}
+	}
+}
+
+int tfs__group_segments(struct tfs_segment *const *segs, int n, int64_t max_bytes,
+                        int64_t max_index_bytes, tfs_offset_t first_uncleanable, int *ends)
+{
+	int groups = 0, i = 0;
+
+	while (i < n) {
+		int64_t log = tfs_segment_size(segs[i]);
+		int64_t idx = (int64_t)segs[i]->index_count * TFS_INDEX_ENTRY_BYTES;
+		int64_t tidx = (int64_t)segs[i]->tindex_count * TFS_TIMEINDEX_ENTRY_BYTES;
+		int j = i + 1;
+
+		while (j < n) {
+			const struct tfs_segment *s = segs[j];
+			int64_t size = tfs_segment_size(s);
+			int64_t sidx = (int64_t)s->index_count * TFS_INDEX_ENTRY_BYTES;
+			int64_t stidx = (int64_t)s->tindex_count * TFS_TIMEINDEX_ENTRY_BYTES;
+			tfs_offset_t last_estimate = j + 1 < n ? segs[j + 1]->base_offset - 1 :
+			                             first_uncleanable - 1;
+			if (log + size > max_bytes || idx + sidx > max_index_bytes ||
+			    tidx + stidx > max_index_bytes)
+				break;
+			/* an empty segment always joins, so emptied segments merge over time */
+			if (size != 0 && last_estimate - segs[i]->base_offset > INT32_MAX)
+				break;
+			log += size;
+			idx += sidx;
+			tidx += stidx;
+			j++;
+		}
+		ends[groups++] = j;
+		i = j;
+	}
+	return groups;
+}
+
+/* ---- the per-thread context ---- */
+
+int tfs__cleaner_ctx_init(struct tfs__cleaner_ctx *x, struct tfs_cleaner *c, int slot,
+                          size_t map_bytes, double load_factor, size_t io_bytes)
+{
+	memset(x, 0, sizeof(*x));
+	x->c = c;
+	x->slot = slot;
+	x->map_bytes = map_bytes;
+	x->load_factor = load_factor;
+	x->rchunk = io_bytes;
+	x->wcap = io_bytes;
+	tfs_batch_builder_init(&x->builder);
+	tfs_record_iter_init(&x->it);
+	tfs__txn_state_init(&x->txn);
+	return 0;
+}
+
+void tfs__cleaner_ctx_release(struct tfs__cleaner_ctx *x)
+{
+	tfs_offset_map_destroy(x->map);
+	free(x->rbuf);
+	free(x->wbuf);
+	free(x->hdrs);
+	free(x->keep);
+	tfs_batch_builder_release(&x->builder);
+	tfs_record_iter_release(&x->it);
+	tfs__txn_state_release(&x->txn);
+	memset(x, 0, sizeof(*x));
+}
+
+/* Back to the default read buffer after a segment that needed a big one. */
+static void shrink_rbuf(struct tfs__cleaner_ctx *x)
+{
+	if (x->rcap > x->rchunk) {
+		free(x->rbuf);
+		x->rbuf = NULL;
+		x->rcap = 0;
+	}
+}
+
+static bool aborted(const struct tfs__pass_in *in)
+{
+	return atomic_load_explicit(in->abort, memory_order_relaxed) ||
+	       (in->stop && atomic_load_explicit(in->stop, memory_order_relaxed));
+}
+
+/* ---- the offset map ---- */
+
+/* Step 3. Returns 0 (map full or not: see tfs_offset_map_full) or an error. */
+static int build_map(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
+                     const struct tfs_seglist *l, tfs_offset_t start, tfs_offset_t end,
+                     struct tfs__clean_stats *st)
+{
+	int64_t t0 = mono_us();
+	int idx = tfs__seglist_find(l, start), rc = 0;
+
+	for (int i = idx < 0 ? 0 : idx; i < l->count && l->seg[i]->base_offset < end; i++) {
+		struct tfs_segment *seg = l->seg[i];
+		tfs_offset_t next_start = i + 1 < l->count && l->seg[i + 1]->base_offset < end ?
+		                          l->seg[i + 1]->base_offset : end;
+		struct tfs__seg_reader r;
+		struct tfs_batch_header h;
+		const uint8_t *b;
+		tfs_pos_t at;
+
+		if (aborted(in))
+			return -ECANCELED;
+		tfs__seg_reader_init(&r, seg, tfs_segment_lookup(seg, start), &x->rbuf, &x->rcap,
+		                     x->rchunk, x->c, &st->map_bytes_read);
+		r.abort = in->abort;
+		r.why = x->why;
+		r.why_cap = sizeof(x->why);
+		while ((rc = tfs__seg_reader_next(&r, &h, &b, &at)) == 1) {
+			tfs_offset_t last = tfs_batch_last_offset(&h);
+			struct tfs_record rec;
+			const char *why = NULL;
+
+			if (aborted(in)) {
+				rc = -ECANCELED;
+				goto out;
+			}
+			if (h.base_offset >= end)
+				break;
+			if (last < start)
+				continue;
+			st->map_records_read += h.records_count;
+			if (!is_control(&h) &&
+			    !(is_transactional(&h) && aborted_find(&x->txn, h.producer_id, h.base_offset))) {
+				rc = tfs_record_iter_reset(&x->it, b, tfs_batch_size(&h), &why);
+				while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &rec, &why)) == 1) {
+					rc = 0;
+					if (rec.key_null || rec.offset < start)
+						continue;
+					rc = tfs_offset_map_put(x->map, rec.key, rec.offset);
+					if (rc == -ENOSPC) {
+						st->map_full = true;   /* the pass ends here */
+						rc = 0;
+						goto out;
+					}
+				}
+				if (rc < 0) {
+					r.pos = at;
+					rc = rc == TFS_ECORRUPT ? reader_corrupt(&r, why) : rc;
+					goto out;
+				}
+			}
+			tfs_offset_map_update_latest_offset(x->map, last);
+		}
+		if (rc < 0)
+			goto out;
+		/* the whole segment fitted: jump the offset gap up to the next one */
+		tfs_offset_map_update_latest_offset(x->map, next_start - 1);
+		shrink_rbuf(x);
+	}
+out:
+	shrink_rbuf(x);
+	st->map_us += mono_us() - t0;
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- recopying one group ---- */
+
+struct out_seg {
+	struct tfs_segment *seg;
+	int fd;
+	tfs_pos_t pos;          /* bytes accepted (in the file or the buffer) */
+	tfs_pos_t flushed;      /* bytes in the file */
+	bool changed;           /* differs from a plain copy of the single source */
+};
+
+static int out_flush(struct tfs__cleaner_ctx *x, struct out_seg *o, struct tfs__clean_stats *st)
+{
+	int rc;
+
+	if (x->wlen == 0)
+		return 0;
+	rc = tfs_io_write(o->seg->io, o->fd, x->wbuf, x->wlen, (uint64_t)o->flushed);
+	if (rc < 0)
+		return rc;
+	o->flushed += (tfs_pos_t)x->wlen;
+	st->bytes_written += (int64_t)x->wlen;
+	tfs__throttle(tfs__cleaner_throttler(x->c), (int64_t)x->wlen, x->abort);
+	x->wlen = 0;
+	return 0;
+}
+
+/* Appends one output batch (h describes it) to the cleaned segment. */
+static int out_emit(struct tfs__cleaner_ctx *x, struct out_seg *o, const uint8_t *bytes, size_t len,
+                    const struct tfs_batch_header *h, struct tfs__clean_stats *st)
+{
+	int rc;
+
+	if (o->pos + (tfs_pos_t)len > INT32_MAX) {
+		tfs_log_error("cleaner", "cleaned segment %s/%020" PRId64 " would pass 2 GiB",
+		              o->seg->dir, o->seg->base_offset);
+		return -EFBIG;
+	}
+	rc = tfs_segment_note_batch(o->seg, o->pos, len, h->base_offset, tfs_batch_last_offset(h),
+	                            h->max_timestamp);
+	if (rc < 0)
+		return rc;
+	if (h->producer_id >= 0)
+		o->seg->has_producer_ids = true;
+	if (x->wlen + len > x->wcap) {
+		rc = out_flush(x, o, st);
+		if (rc < 0)
+			return rc;
+	}
+	if (len > x->wcap) {
+		/* larger than the buffer: straight to the file */
+		rc = tfs_io_write(o->seg->io, o->fd, bytes, len, (uint64_t)o->flushed);
+		if (rc < 0)
+			return rc;
+		o->flushed += (tfs_pos_t)len;
+		st->bytes_written += (int64_t)len;
+		tfs__throttle(tfs__cleaner_throttler(x->c), (int64_t)len, x->abort);
+	} else {
+		memcpy(x->wbuf + x->wlen, bytes, len);
+		x->wlen += len;
+	}
+	o->pos += (tfs_pos_t)len;
+	return 0;
+}
+
+static bool is_last_batch_of_producer(const struct tfs__cleaner_ctx *x,
+                                      const struct tfs_batch_header *h, int64_t now_ms)
+{
+	const struct tfs__producer *p = prod_find(&x->txn, h->producer_id);
+
+	if (!p)
+		return false;
+	/* an expired producer (idle, no open transaction) is no longer active */
+	if (p->txn_first < 0 && now_ms - p->last_ts >= TFS_PRODUCER_EXPIRATION_MS)
+		return false;
+	if (p->last_data >= 0)
+		return tfs_batch_last_offset(h) == p->last_data;
+	return is_control(h) && h->producer_epoch == p->epoch;
+}
+
+/* Transaction bookkeeping for one batch: can it be discarded? (Kafka's
+ * CleanedTransactionMetadata.onBatchRead / onControlBatchRead.) */
+static bool txn_can_discard(struct tfs__cleaner_ctx *x, const struct tfs_batch_header *h,
+                            const uint8_t *b)
+{
+	struct tfs__producer *p;
+	struct tfs__aborted_txn *a;
+
+	if (h->producer_id < 0)
+		return false;
+	if (!is_control(h)) {
+		if (!is_transactional(h))
+			return false;
+		a = aborted_find(&x->txn, h->producer_id, h->base_offset);
+		if (a) {
+			a->observed = true;
+			return true;
+		}
+		p = prod_find(&x->txn, h->producer_id);
+		if (p)
+			p->committed_open = true;
+		return false;
+	}
+	if (h->records_count == 0)
+		return true;
+	switch (control_type(&x->it, b, tfs_batch_size(h))) {
+	case TFS_CONTROL_ABORT:
+		a = aborted_find(&x->txn, h->producer_id, h->base_offset);
+		return !(a && a->observed);
+	case TFS_CONTROL_COMMIT:
+		p = prod_find(&x->txn, h->producer_id);
+		if (p && p->committed_open) {
+			p->committed_open = false;
+			return false;
+		}
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int decode_headers(struct tfs__cleaner_ctx *x, const struct tfs_record *r)
+{
+	struct tfs_slice cur = r->headers_raw;
+	uint32_t n = 0;
+
+	if (r->header_count > x->hcap) {
+		size_t ncap = x->hcap ? x->hcap : HDRS_INITIAL_CAP;
+		while (ncap < r->header_count)
+			ncap *= 2;
+		struct tfs_header *p = realloc(x->hdrs, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		x->hdrs = p;
+		x->hcap = ncap;
+	}
+	while (n < r->header_count && tfs_header_next(&cur, &x->hdrs[n]) == 1)
+		n++;
+	return n == r->header_count ? 0 : TFS_ECORRUPT;
+}
+
+struct group_ctx {
+	const struct tfs__pass_in *in;
+	tfs_offset_t latest;            /* the map's latest offset */
+	tfs_offset_t upper_bound;       /* first uncleanable offset of the pass */
+};
+
+/* Decides and writes one source batch. */
+static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct out_seg *o,
+                        const struct tfs_batch_header *h, const uint8_t *b,
+                        struct tfs__clean_stats *st)
+{
+	const struct tfs__pass_in *in = g->in;
+	int64_t now = in->now_ms;
+	bool control = is_control(h);
+	bool has_horizon = h->attributes & TFS_ATTR_DELETE_HORIZON;
+	int64_t horizon = has_horizon ? h->base_timestamp : 0;
+	bool can_discard = txn_can_discard(x, h, b);
+	bool drop_records = control ? (can_discard && has_horizon && horizon <= now) : can_discard;
+	bool retain_empty = false, retain_deletes = !has_horizon || now < horizon;
+	size_t size = tfs_batch_size(h);
+	int32_t count = h->records_count, kept = 0, i = 0;
+	bool tombstone_kept = false, need_horizon;
+	struct tfs_record r;
+	const char *why = NULL;
+	int rc;
+
+	st->records_read += count;
+	if (h->producer_id >= 0 && is_last_batch_of_producer(x, h, now))
+		retain_empty = true;
+	else if (tfs_batch_last_offset(h) + 1 == g->upper_bound)
+		retain_empty = true;     /* keeps the offset just before the uncleanable part */
+	else if (drop_records) {
+		st->records_dropped += count;
+		st->batches_dropped++;
+		o->changed = true;
+		return 0;
+	}
+
+	if ((size_t)count > x->keep_cap) {
+		size_t ncap = x->keep_cap ? x->keep_cap : KEEP_INITIAL_CAP;
+		while (ncap < (size_t)count)
+			ncap *= 2;
+		uint8_t *p = realloc(x->keep, ncap);
+		if (!p)
+			return -ENOMEM;
+		x->keep = p;
+		x->keep_cap = ncap;
+	}
+	rc = tfs_record_iter_reset(&x->it, b, size, &why);
+	while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
+		bool keep;
+		rc = 0;
+		if (drop_records)
+			keep = false;
+		else if (control || r.offset > g->latest || r.key_null)
+			keep = true;
+		else
+			keep = r.offset >= tfs_offset_map_get(x->map, r.key) &&
+			       (!r.value_null || retain_deletes);
+		if (i < count)
+			x->keep[i] = keep;
+		i++;
+		if (keep) {
+			kept++;
+			tombstone_kept |= r.value_null && !control;
+		}
+	}
+	if (rc < 0)
+		return rc == TFS_ECORRUPT ? TFS_ECORRUPT : rc;
+	st->records_kept += kept;
+	st->records_dropped += count - kept;
+	need_horizon = (tombstone_kept || (control && can_discard)) && !has_horizon;
+
+	if (kept == count && count > 0 && !need_horizon) {
+		st->batches_copied++;
+		return out_emit(x, o, b, size, h, st);
+	}
+	if (kept == 0) {
+		uint8_t empty[TFS_BATCH_HEADER_BYTES];
+		struct tfs_batch_header eh;
+		if (!retain_empty) {
+			st->batches_dropped++;
+			o->changed = true;
+			return 0;
+		}
+		tfs_batch_write_empty(h, empty);
+		(void)tfs_batch_header_decode(empty, sizeof(empty), &eh, NULL);
+		/* an empty batch kept as it was is no change */
+		if (!(count == 0 && size == sizeof(empty) && !memcmp(empty, b, size)))
+			o->changed = true;
+		st->batches_emptied++;
+		return out_emit(x, o, empty, sizeof(empty), &eh, st);
+	}
+	o->changed = true;
+
+	/* some survive: re-encode them */
+	{
+		struct tfs_batch_params p = {
+			.base_offset = h->base_offset,
+			.attributes = (int16_t)(h->attributes & (TFS_ATTR_LOG_APPEND_TIME |
+			              TFS_ATTR_TRANSACTIONAL | TFS_ATTR_CONTROL | TFS_ATTR_DELETE_HORIZON)),
+			.leader_epoch = h->leader_epoch,
+			.producer_id = h->producer_id,
+			.producer_epoch = h->producer_epoch,
+			.base_sequence = h->base_sequence,
+			.base_timestamp = horizon,
+			.zstd_level = 0,
+		};
+		const uint8_t *out;
+		size_t len;
+		struct tfs_batch_header oh;
+
+		p.attributes |= (int16_t)(control ? (h->attributes & TFS_ATTR_CODEC_MASK) :
+		                          (in->cfg.compression & TFS_ATTR_CODEC_MASK));
+		if (need_horizon) {
+			p.attributes |= TFS_ATTR_DELETE_HORIZON;
+			p.base_timestamp = sat_add(now, in->cfg.delete_retention_ms);
+			st->tombstones_stamped++;
+		}
+		tfs_batch_builder_reset(&x->builder, &p);
+		rc = tfs_record_iter_reset(&x->it, b, size, &why);
+		i = 0;
+		while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
+			struct tfs_record_in ri;
+			rc = 0;
+			if (!x->keep[i++])
+				continue;
+			rc = decode_headers(x, &r);
+			if (rc < 0)
+				break;
+			ri = (struct tfs_record_in){
+				.key = r.key, .key_null = r.key_null, .value = r.value,
+				.value_null = r.value_null, .timestamp = r.timestamp,
+				.offset_delta = r.offset_delta, .headers = x->hdrs,
+				.header_count = r.header_count,
+			};
+			rc = tfs_batch_builder_add_at(&x->builder, &ri);
+		}
+		if (rc < 0)
+			return rc;
+		rc = tfs_batch_builder_finish(&x->builder, h->last_offset_delta, &out, &len);
+		if (rc < 0)
+			return rc;
+		rc = tfs_batch_header_decode(out, len, &oh, NULL);
+		if (rc < 0)
+			return rc;
+		st->batches_rebuilt++;
+		return out_emit(x, o, out, len, &oh, st);
+	}
+}
+
+static void discard_cleaned(struct tfs_plog *pl, struct out_seg *o)
+{
+	if (!o->seg)
+		return;
+	(void)tfs_segment_unlink_files(pl->env.io, pl->dirfd, o->seg->base_offset, ".cleaned");
+	tfs_segment_unpin(o->seg);
+	tfs_segment_unref(o->seg);
+	o->seg = NULL;
+}
+
+/* Step 5 for one group segs[0..n). */
+static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
+                       struct tfs_segment *const *segs, int n, struct tfs__clean_stats *st)
+{
+	struct tfs_plog *pl = g->in->pl;
+	struct out_seg o = { 0 };
+	bool committed = false;
+	int rc;
+
+	rc = tfs_segment_create_cleaned(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path,
+	                                segs[0]->base_offset, g->in->cfg.index_interval_bytes, &o.seg);
+	if (rc < 0)
+		return rc;
+	rc = tfs_segment_pin(o.seg);
+	if (rc < 0) {
+		tfs_segment_unref(o.seg);
+		(void)tfs_segment_unlink_files(pl->env.io, pl->dirfd, segs[0]->base_offset, ".cleaned");
+		return rc;
+	}
+	o.fd = tfs_segment_fd(o.seg);
+	o.seg->sealed = true;
+	o.seg->created_ms = segs[n - 1]->created_ms;
+	o.changed = n > 1;
+	x->wlen = 0;
+
+	for (int k = 0; k < n; k++) {
+		struct tfs__seg_reader r;
+		struct tfs_batch_header h;
+		const uint8_t *b;
+		tfs_pos_t at;
+
+		st->size_before += tfs_segment_size(segs[k]);
+		tfs__seg_reader_init(&r, segs[k], 0, &x->rbuf, &x->rcap, x->rchunk, x->c, &st->bytes_read);
+		r.abort = g->in->abort;
+		r.why = x->why;
+		r.why_cap = sizeof(x->why);
+		while ((rc = tfs__seg_reader_next(&r, &h, &b, &at)) == 1) {
+			if (aborted(g->in)) {
+				rc = -ECANCELED;
+				break;
+			}
+			rc = filter_batch(x, g, &o, &h, b, st);
+			if (rc < 0) {
+				if (rc == TFS_ECORRUPT) {
+					r.pos = at;
+					(void)reader_corrupt(&r, "records do not decode");
+				}
+				break;
+			}
+		}
+		shrink_rbuf(x);
+		if (rc < 0)
+			goto fail;
+	}
+	rc = out_flush(x, &o, st);
+	if (rc < 0)
+		goto fail;
+	/* pairs with tfs_segment_size's acquire in readers of the published list */
+	atomic_store_explicit(&o.seg->size, o.pos, memory_order_release);
+	if (!o.changed) {
+		/* one segment, every batch as it was: nothing to swap */
+		discard_cleaned(pl, &o);
+		st->size_after += tfs_segment_size(segs[0]);
+		return 0;
+	}
+	rc = tfs_segment_write_indexes_to(o.seg, pl->dirfd, ".cleaned");
+	if (rc < 0)
+		goto fail;
+	if (aborted(g->in)) {
+		rc = -ECANCELED;
+		goto fail;
+	}
+	rc = tfs__swap_group(pl, segs, n, o.seg, &committed);
+	if (rc < 0 && !committed)
+		goto fail;      /* the swap removed its files; the log is as it was */
+	st->size_after += o.pos;
+	st->groups_swapped++;
+	tfs_segment_unpin(o.seg);
+	tfs_segment_unref(o.seg);   /* the published list holds its own reference */
+	return rc;
+fail:
+	discard_cleaned(pl, &o);
+	return rc;
+}
+
+/* ---- the pass ---- */
+
+int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
+                    struct tfs__clean_stats *st)
+{
+	struct tfs_plog *pl = in->pl;
+	struct tfs_seglist *l;
+	struct tfs__log_to_clean lc;
+	struct group_ctx g = { .in = in };
+	tfs_offset_t log_end, end, latest;
+	int64_t t0 = mono_us();
+	int k, ngroups, *ends = NULL, rc;
+
+	memset(st, 0, sizeof(*st));
+	st->start_ms = in->now_ms;
+	x->abort = in->abort;
+	x->why[0] = '\0';
+	if (!x->map) {
+		rc = tfs_offset_map_create(x->map_bytes, x->load_factor, &x->map);
+		if (rc < 0) {
+			tfs_log_error("cleaner", "cannot allocate a %zu-byte dedupe buffer: %s",
+			              x->map_bytes, tfs_strerror(rc));
+			return rc;
+		}
+	}
+	if (!x->wbuf && !(x->wbuf = malloc(x->wcap)))
+		return -ENOMEM;
+	l = tfs__seglist_get(pl);
+	pthread_rwlock_rdlock(&pl->lock);
+	log_end = pl->end_offset;
+	pthread_rwlock_unlock(&pl->lock);
+
+	rc = tfs__txn_scan(&x->txn, l, &x->rbuf, &x->rcap, x->rchunk, &x->it, x->c);
+	shrink_rbuf(x);
+	if (rc < 0)
+		goto out;
+	tfs__log_to_clean(l, log_end, &in->cfg, in->checkpoint, x->txn.first_unstable, in->now_ms, &lc);
+	st->first_dirty = lc.first_dirty;
+	st->first_uncleanable = lc.first_uncleanable;
+
+	tfs_offset_map_clear(x->map);
+	if (lc.first_dirty > 0)
+		tfs_offset_map_update_latest_offset(x->map, lc.first_dirty - 1);
+	if (lc.first_dirty < lc.first_uncleanable) {
+		rc = build_map(x, in, l, lc.first_dirty, lc.first_uncleanable, st);
+		if (rc < 0)
+			goto out;
+	}
+	latest = tfs_offset_map_latest_offset(x->map);
+	end = latest + 1 > lc.first_dirty ? latest + 1 : lc.first_dirty;
+	st->end_offset = end;
+	st->buffer_utilization = tfs_offset_map_utilization(x->map);
+
+	/* the segments overlapping [log start, end): never the active one */
+	for (k = 0; k < l->count - 1 && l->seg[k]->base_offset < end; k++)
+		;
+	if (k == 0) {
+		st->nothing_to_do = true;
+		goto out;
+	}
+	ends = malloc(sizeof(*ends) * (size_t)k);
+	if (!ends) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	ngroups = tfs__group_segments(l->seg, k, in->cfg.segment_bytes, in->cfg.segment_index_bytes,
+	                              lc.first_uncleanable, ends);
+	g.latest = latest;
+	g.upper_bound = lc.first_uncleanable;
+	for (int gi = 0, from = 0; gi < ngroups; from = ends[gi], gi++) {
+		if (aborted(in)) {
+			rc = -ECANCELED;
+			goto out;
+		}
+		st->groups++;
+		rc = clean_group(x, &g, l->seg + from, ends[gi] - from, st);
+		if (rc < 0)
+			goto out;
+	}
+out:
+	free(ends);
+	tfs__seglist_put(l);
+	x->abort = NULL;
+	st->elapsed_us = mono_us() - t0;
+	return rc;
+}

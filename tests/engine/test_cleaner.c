@@ -1,0 +1,872 @@
+/* test_cleaner.c - one cleaning pass and its rules: Kafka's LogCleanerTest
+ * behaviours that apply to topicfs (reference §4.1), on the backend named by
+ * $TFS_IO. Passes run through tfs_cleaner_clean_now with no threads, on a fake
+ * clock, so every test is deterministic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "tests/engine/cleaner_fixture.h"
+
+#define DAY_MS 86400000LL
+
+/* Three sealed segments where each of four keys was written three times. */
+static void write_dups(struct fx *f)
+{
+	char k[16], v[16];
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 4; i++) {
+			snprintf(k, sizeof(k), "k%d", i);
+			snprintf(v, sizeof(v), "v%d.%d", i, round);
+			fx_put(f, k, v);
+		}
+		fx_roll(f);
+	}
+}
+
+/* testCleanSegments: only superseded records go; survivors keep their offsets. */
+static void cleaning_keeps_the_newest_record_of_each_key_at_its_offset(void **state)
+{
+	struct fx *f = *state;
+	struct fx_digest before;
+	tfs_offset_t *offs;
+	size_t n;
+
+	fx_open(f);
+	write_dups(f);
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(offs[i], 8 + (tfs_offset_t)i);   /* the last round, unrenumbered */
+	free(offs);
+	fx_value_is(f->pl, "k2", "v2.2");
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_digest_equal(before, fx_kd_digest(f->pl));
+	assert_false(fx_has_offset(f->pl, 0));
+	assert_true(fx_has_offset(f->pl, 9));
+	fx_no_leftovers(f);
+	fx_reopen(f);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_digest_equal(before, fx_kd_digest(f->pl));
+	assert_int_equal(fx_info(f).first_dirty_offset, 12);
+}
+
+/* testCleanableOffsetsActiveSegment: the active segment is never touched. */
+static void the_active_segment_is_never_cleaned(void **state)
+{
+	struct fx *f = *state;
+	size_t n;
+	tfs_offset_t *offs;
+
+	fx_open(f);
+	for (int i = 0; i < 5; i++)
+		fx_put(f, "k", "v");
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 5);
+	free(offs);
+	assert_int_equal(fx_info(f).first_uncleanable_offset, 0);
+	fx_roll(f);
+	fx_put(f, "k", "w");                  /* active again */
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 2);               /* offset 4 (last of the closed part) and 5 */
+	assert_int_equal(offs[0], 4);
+	assert_int_equal(offs[1], 5);
+	free(offs);
+}
+
+/* topicfs keeps keyless records (.append); Kafka would count them invalid. */
+static void keyless_records_survive(void **state)
+{
+	struct fx *f = *state;
+	size_t n;
+	tfs_offset_t *offs;
+
+	fx_open(f);
+	fx_put(f, NULL, "line 1");
+	fx_put(f, "k", "a");
+	fx_put(f, NULL, "line 2");
+	fx_put(f, "k", "b");
+	fx_roll(f);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 3);
+	assert_int_equal(offs[0], 0);
+	assert_int_equal(offs[1], 2);
+	assert_int_equal(offs[2], 3);
+	free(offs);
+}
+
+/* Looks up the batch holding offset among hdrs. */
+static const struct tfs_batch_header *batch_of(const struct tfs_batch_header *h, size_t n,
+                                               tfs_offset_t off)
+{
+	for (size_t i = 0; i < n; i++)
+		if (h[i].base_offset <= off && off <= tfs_batch_last_offset(&h[i]))
+			return &h[i];
+	return NULL;
+}
+
+/* testCleaningWithDeletes + KIP-534: a tombstone is stamped with pass start +
+ * delete.retention.ms by the first pass, kept until then, dropped after. */
+static void a_tombstone_lives_until_its_delete_horizon(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_batch_header *h;
+	const struct tfs_batch_header *b;
+	int64_t horizon;
+	size_t n;
+
+	f->cfg.delete_retention_ms = 1000;
+	fx_open(f);
+	fx_put(f, "k", "v1");
+	fx_put(f, "k", "v2");
+	fx_put(f, "k", NULL);
+	fx_put(f, "other", "x");
+	fx_roll(f);
+	f->now = FX_T0;
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 0));
+	assert_false(fx_has_offset(f->pl, 1));
+	assert_true(fx_has_offset(f->pl, 2));
+	fx_value_is(f->pl, "k", NULL);
+	h = fx_batches(f->pl, &n);
+	b = batch_of(h, n, 2);
+	assert_non_null(b);
+	assert_int_equal(tfs_cleaner_delete_horizon(b, &horizon), 0);
+	assert_int_equal(horizon, FX_T0 + 1000);
+	b = batch_of(h, n, 3);
+	assert_int_equal(tfs_cleaner_delete_horizon(b, &horizon), -ENODATA);
+	free(h);
+
+	f->now = FX_T0 + 999;                 /* not yet */
+	assert_int_equal(fx_clean(f), 0);
+	assert_true(fx_has_offset(f->pl, 2));
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(tfs_cleaner_delete_horizon(batch_of(h, n, 2), &horizon), 0);
+	assert_int_equal(horizon, FX_T0 + 1000);   /* a batch keeps its horizon */
+	free(h);
+
+	f->now = FX_T0 + 1000;
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 2));
+	assert_true(fx_has_offset(f->pl, 3));
+	fx_reopen(f);
+	fx_value_is(f->pl, "k", NULL);
+	fx_value_is(f->pl, "other", "x");
+}
+
+/* testCleanTombstone: an old record timestamp does not shorten the horizon. */
+static void the_horizon_comes_from_the_pass_not_the_record_timestamp(void **state)
+{
+	struct fx *f = *state;
+
+	f->cfg.delete_retention_ms = DAY_MS;
+	fx_open(f);
+	fx_put(f, "k", "v");
+	fx_put(f, "k", NULL);
+	fx_roll(f);
+	f->now = tfs_now_ms() + 10 * DAY_MS;   /* the records are 10 days old by now */
+	assert_int_equal(fx_clean(f), 0);
+	assert_true(fx_has_offset(f->pl, 1));
+	f->now += DAY_MS - 1;
+	assert_int_equal(fx_clean(f), 0);
+	assert_true(fx_has_offset(f->pl, 1));
+	f->now += 1;
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 1));
+}
+
+/* A batch whose records all survive and needs no horizon is copied byte for byte;
+ * a one-segment group that comes through unchanged is not even swapped. */
+static void untouched_batches_are_copied_byte_for_byte(void **state)
+{
+	struct fx *f = *state;
+	char p0[8192], p1[8192];
+	uint8_t *a = NULL, *b = NULL, *c = NULL;
+	long na, nb, nc;
+	struct stat st0, st1;
+
+	fx_open(f);
+	fx_put(f, "a", "1");
+	fx_put(f, "b", "2");
+	fx_roll(f);
+	fx_put(f, "c", "3");
+	fx_put(f, "d", "4");
+	fx_roll(f);
+	snprintf(p0, sizeof(p0), "%s/%020d.log", f->path, 0);
+	snprintf(p1, sizeof(p1), "%s/%020d.log", f->path, 2);
+	na = t_read_file(p0, &a);
+	nb = t_read_file(p1, &b);
+	assert_int_equal(fx_clean(f), 0);
+	/* the two segments were merged into one group: old bytes back to back */
+	nc = t_read_file(p0, &c);
+	assert_int_equal(nc, na + nb);
+	assert_memory_equal(c, a, (size_t)na);
+	assert_memory_equal(c + na, b, (size_t)nb);
+	assert_int_equal(t_file_size(p1), -1);
+	free(a);
+	free(b);
+	free(c);
+	/* a second pass finds nothing to change: same file, not replaced */
+	assert_int_equal(stat(p0, &st0), 0);
+	fx_put(f, "e", "5");
+	fx_roll(f);
+	f->cfg.segment_bytes = nc + 1;                 /* keep the old segment alone */
+	fx_set_config(f);
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(stat(p0, &st1), 0);
+	assert_true(st0.st_ino == st1.st_ino);
+	fx_no_leftovers(f);
+}
+
+/* A rewritten batch keeps its base offset, last offset delta and the offsets of
+ * its survivors; it is re-encoded with the topic's codec. */
+static void rewritten_batches_keep_offsets_and_use_the_topic_codec(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_append_rec recs[5];
+	const char *keys[5] = { "a", "b", "c", "d", "e" };
+	struct tfs_batch_header *h;
+	size_t n;
+	tfs_offset_t *offs;
+
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	fx_open(f);
+	memset(recs, 0, sizeof(recs));
+	for (int i = 0; i < 5; i++) {
+		recs[i].key = tfs_slice_make(keys[i], 1);
+		recs[i].value = tfs_slice_make("old", 3);
+	}
+	assert_int_equal(tfs_plog_append(f->pl, recs, 5, false, NULL, NULL), 0);
+	fx_put(f, "a", "new");
+	fx_put(f, "c", "new");
+	fx_put(f, "e", "new");
+	fx_roll(f);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 5);
+	assert_int_equal(offs[0], 1);
+	assert_int_equal(offs[1], 3);
+	assert_int_equal(offs[2], 5);
+	free(offs);
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(h[0].base_offset, 0);
+	assert_int_equal(h[0].last_offset_delta, 4);
+	assert_int_equal(h[0].records_count, 2);
+	assert_int_equal(tfs_batch_codec(&h[0]), TFS_CODEC_ZSTD);
+	free(h);
+	fx_value_is(f->pl, "b", "old");
+	fx_value_is(f->pl, "a", "new");
+	assert_true(fx_verify_files(f->path) > 0);
+}
+
+/* testBuildPartialOffsetMap: a map of 3 slots x 0.75 takes 2 keys; the pass stops
+ * at the third key, mid-segment, and says so. */
+static void a_full_map_stops_the_pass_at_the_last_mapped_offset(void **state)
+{
+	struct fx *f = *state;
+	char *log;
+
+	f->ccfg.dedupe_buffer_size = 3 * 24;
+	f->ccfg.io_buffer_load_factor = 0.75;
+	fx_open(f);
+	fx_put(f, "a", "1");
+	fx_put(f, "b", "1");
+	fx_put(f, "c", "1");
+	fx_put(f, "a", "2");
+	fx_roll(f);
+	fx_put(f, "z", "1");
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(fx_info(f).first_dirty_offset, 2);
+	{
+		char line[TFS_CLEANER_LINE_MAX];
+		assert_int_equal(tfs_cleaner_last_clean(f->c, f->pl, line, sizeof(line)), 0);
+		assert_non_null(strstr(line, "dedupe buffer too small for the dirty region"));
+	}
+	log = fx_read_text(f->dir, "log-cleaner.log");
+	assert_non_null(log);
+	assert_non_null(strstr(log, "dedupe buffer too small for the dirty region"));
+	free(log);
+	/* a(0) is not superseded within the mapped range [0, 2): everything stays */
+	assert_true(fx_has_offset(f->pl, 0));
+	assert_int_equal(fx_clean(f), 0);     /* maps c, a(3): a(0) goes */
+	assert_false(fx_has_offset(f->pl, 0));
+	assert_int_equal(fx_info(f).first_dirty_offset, 4);
+}
+
+/* testPartialSegmentClean / KAFKA-3894: with room for one key, every pass makes
+ * progress and repeated passes reach the fully compacted log. */
+static void a_map_of_one_key_still_makes_progress(void **state)
+{
+	struct fx *f = *state;
+	struct fx_digest before;
+	tfs_offset_t last = -1;
+	size_t n;
+	int passes = 0;
+
+	f->ccfg.dedupe_buffer_size = 2 * 24;
+	f->ccfg.io_buffer_load_factor = 0.5;
+	fx_open(f);
+	write_dups(f);
+	before = fx_log_digest(f->pl);
+	for (;;) {
+		tfs_offset_t fd;
+		assert_int_equal(fx_clean(f), 0);
+		fd = fx_info(f).first_dirty_offset;
+		assert_true(fd > last);
+		last = fd;
+		passes++;
+		if (fd == 12)
+			break;
+	}
+	assert_true(passes >= 4);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	assert_int_equal(fx_clean(f), 0);
+	free(fx_offsets(f->pl, &n));
+	assert_int_equal(n, 4);
+}
+
+/* testCleaningBeyondMissingOffsets: offset gaps at segment ends do not stall the
+ * checkpoint. */
+static void offset_gaps_between_segments_do_not_stall_the_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec a = { "k", "1" }, b = { "k", "2" }, c = { "j", "3" };
+
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, -1, -1, -1, false, FX_T0, &a, 1);
+	fx_raw_segment(f, &r, 0);
+	fx_raw_batch(&r, 7206178, -1, -1, -1, false, FX_T0, &b, 1);
+	fx_raw_segment(f, &r, 7206178);
+	fx_raw_batch(&r, 9000000, -1, -1, -1, false, FX_T0, &c, 1);
+	fx_raw_segment(f, &r, 9000000);
+	fx_raw_release(&r);
+	fx_open(f);
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(fx_info(f).first_dirty_offset, 9000000);
+	assert_false(fx_has_offset(f->pl, 0));
+	assert_true(fx_has_offset(f->pl, 7206178));
+}
+
+/* testCleanSegmentsRetainingLastEmptyBatch: the last batch before the first
+ * uncleanable offset stays, empty if need be, so its offset is not forgotten. */
+static void the_batch_before_the_uncleanable_part_is_kept_empty(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_batch_header *h;
+	size_t n;
+
+	f->cfg.delete_retention_ms = 0;
+	fx_open(f);
+	fx_put(f, "k", "v");
+	fx_put(f, "k", NULL);
+	fx_roll(f);
+	f->now = FX_T0;
+	assert_int_equal(fx_clean(f), 0);    /* stamps the tombstone */
+	f->now = FX_T0 + 1;
+	assert_int_equal(fx_clean(f), 0);    /* its horizon passed */
+	assert_false(fx_has_offset(f->pl, 1));
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(h[0].base_offset, 1);
+	assert_int_equal(h[0].records_count, 0);
+	assert_int_equal(h[0].length, TFS_BATCH_HEADER_BYTES - TFS_BATCH_LOG_OVERHEAD);
+	free(h);
+	fx_reopen(f);
+	assert_int_equal(fx_put(f, "n", "next"), 2);
+}
+
+/* Empty segments left by cleaning merge into their neighbours on later passes. */
+static void emptied_segments_merge_into_their_group(void **state)
+{
+	struct fx *f = *state;
+
+	fx_open(f);
+	for (int s = 0; s < 5; s++) {
+		fx_put(f, "k", "v");
+		fx_roll(f);
+	}
+	assert_int_equal(fx_segments(f->pl), 6);
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(fx_segments(f->pl), 2);
+	assert_int_equal(fx_info(f).first_dirty_offset, 5);
+	fx_digest_equal(fx_log_digest(f->pl), fx_kd_digest(f->pl));
+}
+
+/* testSegmentGrouping / ...WithSparseOffsets: limits on bytes, index bytes and the
+ * int32 offset span; empty segments always join. */
+static void segments_group_by_size_index_size_and_offset_span(void **state)
+{
+	struct tfs_segment s[6];
+	struct tfs_segment *p[6];
+	int ends[6], g;
+
+	(void)state;
+	memset(s, 0, sizeof(s));
+	for (int i = 0; i < 6; i++) {
+		s[i].base_offset = i * 10;
+		atomic_init(&s[i].size, 100);
+		s[i].index_count = 2;
+		s[i].tindex_count = 2;
+		p[i] = &s[i];
+	}
+	g = tfs__group_segments(p, 6, 1000000, 1000000, 60, ends);
+	assert_int_equal(g, 1);
+	assert_int_equal(ends[0], 6);
+	g = tfs__group_segments(p, 6, 250, 1000000, 60, ends);   /* two segments a group */
+	assert_int_equal(g, 3);
+	assert_int_equal(ends[0], 2);
+	assert_int_equal(ends[2], 6);
+	g = tfs__group_segments(p, 6, 1, 1000000, 60, ends);     /* singletons */
+	assert_int_equal(g, 6);
+	g = tfs__group_segments(p, 6, 1000000, 3 * 8, 60, ends); /* 3 offset-index entries */
+	assert_int_equal(g, 6);
+	g = tfs__group_segments(p, 6, 1000000, 4 * 12, 60, ends);/* 4 time-index entries */
+	assert_int_equal(g, 3);
+	/* sparse offsets: segment 2 ends past base 0 + INT32_MAX */
+	s[3].base_offset = (tfs_offset_t)INT32_MAX + 5;
+	s[4].base_offset = (tfs_offset_t)INT32_MAX + 6;
+	s[5].base_offset = (tfs_offset_t)INT32_MAX + 7;
+	g = tfs__group_segments(p, 6, 1000000, 1000000, (tfs_offset_t)INT32_MAX + 9, ends);
+	assert_int_equal(g, 2);
+	assert_int_equal(ends[0], 2);
+	/* ... unless that segment is empty */
+	atomic_store(&s[2].size, 0);
+	g = tfs__group_segments(p, 6, 1000000, 1000000, (tfs_offset_t)INT32_MAX + 9, ends);
+	assert_int_equal(g, 2);
+	assert_int_equal(ends[0], 3);
+}
+
+/* ---- producers and transactions (segments built by hand) ---- */
+
+static void open_raw(struct fx *f)
+{
+	fx_open(f);
+	f->now = FX_T0;
+}
+
+/* testLogCleanerRetainsProducerLastSequence: a producer's last batch survives as an
+ * empty batch that keeps its producer id, epoch, base sequence and last offset. */
+static void the_last_batch_of_a_producer_is_kept_empty(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec k1 = { "k", "1" }, k2 = { "k", "2" }, k3 = { "k", "3" }, z = { "z", "z" };
+	struct tfs_batch_header *h;
+	size_t n;
+
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, 1, 0, 0, false, FX_T0, &k1, 1);
+	fx_raw_batch(&r, 1, 1, 0, 1, false, FX_T0, &k2, 1);
+	fx_raw_batch(&r, 2, 2, 0, 0, false, FX_T0, &k3, 1);
+	fx_raw_segment(f, &r, 0);
+	fx_raw_batch(&r, 3, -1, -1, -1, false, FX_T0, &z, 1);
+	fx_raw_segment(f, &r, 3);
+	fx_raw_release(&r);
+	open_raw(f);
+	assert_int_equal(fx_clean(f), 0);
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(n, 3);                 /* pid 1's last (empty), pid 2's, z */
+	assert_int_equal(h[0].base_offset, 1);
+	assert_int_equal(h[0].records_count, 0);
+	assert_int_equal(h[0].producer_id, 1);
+	assert_int_equal(h[0].base_sequence, 1);
+	assert_int_equal(h[0].last_offset_delta, 0);
+	assert_int_equal(h[1].base_offset, 2);
+	assert_int_equal(h[1].records_count, 1);
+	free(h);
+	fx_value_is(f->pl, "k", "3");
+	fx_reopen(f);
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(n, 3);
+	free(h);
+}
+
+/* testLogCleanerRetainsLastSequenceEvenIfTransactionAborted + testAbortMarkerRemoval:
+ * aborted records go at once; the marker stays while data of its transaction is
+ * seen, then gets a horizon, then goes. */
+static void aborted_records_go_and_their_marker_follows_the_tombstone_rule(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec a = { "k", "aborted" }, c = { "k", "committed" }, z = { "z", "z" };
+	struct tfs_batch_header *h;
+	const struct tfs_batch_header *m;
+	int64_t horizon;
+	size_t n;
+
+	f->cfg.delete_retention_ms = 100;
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, 7, 0, 0, true, FX_T0, &a, 1);      /* txn of pid 7 */
+	fx_raw_marker(&r, 1, 7, 0, TFS_CONTROL_ABORT, FX_T0);
+	fx_raw_batch(&r, 2, 8, 0, 0, false, FX_T0, &c, 1);
+	fx_raw_segment(f, &r, 0);
+	fx_raw_batch(&r, 3, 7, 0, 1, false, FX_T0, &z, 1);     /* pid 7 moves on */
+	fx_raw_segment(f, &r, 3);
+	fx_raw_release(&r);
+	open_raw(f);
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 0));      /* aborted data gone */
+	assert_true(fx_has_offset(f->pl, 1));       /* marker kept: its data was seen */
+	h = fx_batches(f->pl, &n);
+	m = batch_of(h, n, 1);
+	assert_non_null(m);
+	assert_true(m->attributes & TFS_ATTR_CONTROL);
+	assert_int_equal(tfs_cleaner_delete_horizon(m, &horizon), -ENODATA);
+	free(h);
+
+	assert_int_equal(fx_clean(f), 0);          /* no data left: stamp it */
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(tfs_cleaner_delete_horizon(batch_of(h, n, 1), &horizon), 0);
+	assert_int_equal(horizon, FX_T0 + 100);
+	free(h);
+	f->now = FX_T0 + 100;
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 1));
+	fx_value_is(f->pl, "k", "committed");
+}
+
+/* testCommitMarkerRemoval: a COMMIT marker stays while its transaction has data. */
+static void a_commit_marker_stays_while_its_transaction_has_data(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec t1 = { "k", "txn" }, t2 = { "j", "txn" }, k2 = { "k", "later" },
+	              z = { "z", "z" };
+
+	f->cfg.delete_retention_ms = 100;
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, 7, 0, 0, true, FX_T0, &t1, 1);
+	fx_raw_marker(&r, 1, 7, 0, TFS_CONTROL_COMMIT, FX_T0);
+	fx_raw_batch(&r, 2, 8, 0, 0, true, FX_T0, &t2, 1);     /* pid 8's open-then-committed txn */
+	fx_raw_marker(&r, 3, 8, 0, TFS_CONTROL_COMMIT, FX_T0);
+	fx_raw_batch(&r, 4, -1, -1, -1, false, FX_T0, &k2, 1);
+	fx_raw_segment(f, &r, 0);
+	fx_raw_batch(&r, 5, 7, 0, 1, false, FX_T0, &z, 1);
+	fx_raw_batch(&r, 6, 8, 0, 1, false, FX_T0, &z, 1);
+	fx_raw_segment(f, &r, 5);
+	fx_raw_release(&r);
+	open_raw(f);
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 0));     /* superseded by offset 4 */
+	assert_true(fx_has_offset(f->pl, 1));      /* its data was seen in this pass */
+	assert_true(fx_has_offset(f->pl, 2));
+	assert_true(fx_has_offset(f->pl, 3));      /* its data is still there */
+	assert_int_equal(fx_clean(f), 0);          /* stamps marker 1 */
+	assert_true(fx_has_offset(f->pl, 1));
+	f->now = FX_T0 + 100;
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 1));
+	assert_true(fx_has_offset(f->pl, 3));
+	fx_value_is(f->pl, "j", "txn");
+}
+
+/* testCleaningWithKeysConflictingWithTxnMarkerKeys: a data record whose key is the
+ * bytes of a COMMIT marker key is data, and the marker is still a marker. */
+static void data_keys_that_look_like_marker_keys_are_data(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec t1 = { "k", "txn" }, z = { "z", "z" };
+
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, 7, 0, 0, true, FX_T0, &t1, 1);
+	{
+		/* a keyed data record whose key is the 4-byte COMMIT control key */
+		struct tfs_batch_params p = { .base_offset = 1, .producer_id = -1, .producer_epoch = -1,
+		                              .base_sequence = -1 };
+		uint8_t key[4] = { 0, 0, 0, 1 };
+		struct tfs_record_in in = { .key = tfs_slice_make(key, 4),
+		                            .value = tfs_slice_make("data", 4), .timestamp = FX_T0 };
+		const uint8_t *out;
+		size_t len;
+		tfs_batch_builder_reset(&r.b, &p);
+		assert_int_equal(tfs_batch_builder_add(&r.b, &in), 0);
+		assert_int_equal(tfs_batch_builder_finish(&r.b, -1, &out, &len), 0);
+		fx_raw_bytes(&r, out, len);
+	}
+	fx_raw_marker(&r, 2, 7, 0, TFS_CONTROL_COMMIT, FX_T0);
+	fx_raw_segment(f, &r, 0);
+	fx_raw_batch(&r, 3, 7, 0, 1, false, FX_T0, &z, 1);
+	fx_raw_segment(f, &r, 3);
+	fx_raw_release(&r);
+	open_raw(f);
+	assert_int_equal(fx_clean(f), 0);
+	assert_true(fx_has_offset(f->pl, 0));
+	assert_true(fx_has_offset(f->pl, 1));
+	assert_true(fx_has_offset(f->pl, 2));
+}
+
+/* testUndecidedTransactionalDataNotCleanable: an open transaction pins the first
+ * uncleanable offset to its first offset. */
+static void an_open_transaction_pins_the_first_uncleanable_offset(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec k1 = { "k", "1" }, k2 = { "k", "2" }, t = { "t", "open" }, z = { "z", "z" };
+
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, -1, -1, -1, false, FX_T0, &k1, 1);
+	fx_raw_batch(&r, 1, -1, -1, -1, false, FX_T0, &k2, 1);
+	fx_raw_segment(f, &r, 0);
+	fx_raw_batch(&r, 2, 5, 0, 0, true, FX_T0, &t, 1);       /* no marker yet */
+	fx_raw_batch(&r, 3, -1, -1, -1, false, FX_T0, &k1, 1);
+	fx_raw_segment(f, &r, 2);
+	fx_raw_batch(&r, 4, -1, -1, -1, false, FX_T0, &z, 1);
+	fx_raw_segment(f, &r, 4);
+	fx_raw_release(&r);
+	open_raw(f);
+	assert_int_equal(fx_info(f).first_uncleanable_offset, 2);
+	assert_int_equal(fx_clean(f), 0);
+	assert_false(fx_has_offset(f->pl, 0));     /* [0, 2) was cleaned */
+	assert_true(fx_has_offset(f->pl, 1));      /* offset 3 was not in the map */
+	assert_int_equal(fx_info(f).first_dirty_offset, 2);
+	{
+		const char *region;
+		assert_int_equal(tfs_cleaner_region(f->c, f->pl, 1, &region), 0);
+		assert_string_equal(region, "clean");
+		assert_int_equal(tfs_cleaner_region(f->c, f->pl, 3, &region), 0);
+		assert_string_equal(region, "uncleanable");
+	}
+}
+
+/* ---- readers and aborts ---- */
+
+/* A reader that started before a swap keeps reading the old records (its segments
+ * stay open), even with a tiny fd cache. */
+static void a_reader_keeps_reading_what_it_started_with_across_a_swap(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_cursor *c;
+	struct tfs_record r;
+	int got = 0, rc;
+
+	tfs_fdcache_destroy(f->fdc);
+	f->fdc = tfs_fdcache_create(f->io, 2);
+	fx_open(f);
+	write_dups(f);
+	assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
+	assert_int_equal(tfs_plog_cursor_next(c, &r, NULL), 1);
+	got++;
+	assert_int_equal(fx_clean(f), 0);
+	fx_put(f, "x", "y");
+	assert_int_equal(fx_clean(f), 0);
+	while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
+		got++;
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, 13);                 /* the old log, and what was appended since */
+	tfs_plog_cursor_close(c);
+	fx_no_leftovers(f);                        /* old files went with the last reader */
+}
+
+struct bg_clean {
+	struct fx *f;
+	int rc;
+};
+
+static void *bg_clean_main(void *arg)
+{
+	struct bg_clean *b = arg;
+	b->rc = fx_clean(b->f);
+	return NULL;
+}
+
+/* testCleanSegmentsWithAbort: unregistering a partition aborts its pass, which
+ * leaves no .cleaned file and the log as it was. */
+static void unregister_aborts_a_pass_and_waits_for_it(void **state)
+{
+	struct fx *f = *state;
+	struct bg_clean b = { f, 1 };
+	struct fx_digest before;
+	pthread_t t;
+	char v[512];
+
+	f->ccfg.io_max_bytes_per_second = 64 * 1024;    /* slow enough to catch mid-pass */
+	fx_open(f);
+	memset(v, 'v', sizeof(v) - 1);
+	v[sizeof(v) - 1] = '\0';
+	for (int i = 0; i < 400; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%d", i % 50);
+		fx_put(f, k, v);
+	}
+	fx_roll(f);
+	before = fx_log_digest(f->pl);
+	/* past the throttler's first period: its first check then finds the pass far
+	 * over the rate and puts it to sleep for seconds */
+	usleep(400 * 1000);
+	assert_int_equal(pthread_create(&t, NULL, bg_clean_main, &b), 0);
+	usleep(300 * 1000);
+	tfs_cleaner_unregister(f->c, f->pl);
+	pthread_join(t, NULL);
+	assert_int_equal(b.rc, -ECANCELED);
+	assert_int_equal(fx_count_files(f->path, ".cleaned"), 0);
+	assert_int_equal(fx_count_files(f->path, ".swap"), 0);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	assert_int_equal(tfs_cleaner_clean_now(f->c, f->pl), -ENOENT);
+	tfs_cleaner_destroy(f->c);
+	f->c = NULL;
+}
+
+/* A corrupt sealed segment makes the partition uncleanable with a reason;
+ * clean_now retries it and reports the error again. */
+static void a_corrupt_segment_makes_the_partition_uncleanable(void **state)
+{
+	struct fx *f = *state;
+	char p[8192], reason[TFS_CLEANER_LINE_MAX];
+	uint8_t *buf = NULL;
+	long n;
+
+	fx_open(f);
+	write_dups(f);
+	fx_close(f);
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 4);
+	n = t_read_file(p, &buf);
+	buf[n - 3] ^= 0x5a;                         /* inside the last batch's records */
+	assert_int_equal(t_write_file(p, buf, (size_t)n), 0);
+	free(buf);
+	fx_open(f);
+	assert_true(fx_info(f).uncleanable);
+	assert_int_equal(tfs_cleaner_uncleanable_reason(f->c, f->pl, reason, sizeof(reason)), 0);
+	assert_non_null(strstr(reason, "00000000000000000004.log"));
+	assert_int_equal(fx_clean(f), TFS_ECORRUPT);
+	assert_true(fx_info(f).uncleanable);
+	{
+		const char *region;
+		assert_int_equal(tfs_cleaner_region(f->c, f->pl, 5, &region), 0);
+		assert_string_equal(region, "uncleanable");
+	}
+	assert_int_equal(tfs_cleaner_uncleanable_reason(f->c, f->pl, reason, sizeof(reason)), 0);
+	assert_non_null(strstr(reason, "corrupt batch in "));
+	assert_non_null(strstr(reason, "00000000000000000004.log at position "));
+	assert_int_equal(tfs_cleaner_last_clean(f->c, f->pl, reason, sizeof(reason)), 0);
+	assert_non_null(strstr(reason, " error: corrupt batch in "));
+	fx_no_leftovers(f);
+	{
+		char *m = NULL;
+		size_t len;
+		assert_int_equal(tfs_cleaner_metrics(f->c, &m, &len), 0);
+		assert_non_null(strstr(m, "topicfs_cleaner_uncleanable_partitions_count 1\n"));
+		free(m);
+	}
+}
+
+/* The region of each offset and the partition's figures (testLogToClean). */
+static void regions_and_dirty_ratio_follow_the_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_cleaner_partition_info info;
+	struct tfs_plog_stats st;
+
+	fx_open(f);
+	write_dups(f);
+	fx_put(f, "a", "active");
+	info = fx_info(f);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(info.first_dirty_offset, 0);
+	assert_int_equal(info.first_uncleanable_offset, 12);
+	assert_int_equal(info.clean_bytes, 0);
+	assert_int_equal(info.dirty_bytes, st.size_bytes - st.active_segment_bytes);
+	assert_true(info.dirty_ratio == 1.0);
+	assert_string_equal(tfs_cleaner_region_of(3, 0, 12), "dirty");
+	assert_int_equal(fx_clean(f), 0);
+	info = fx_info(f);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(info.first_dirty_offset, 12);
+	assert_int_equal(info.clean_bytes, st.size_bytes - st.active_segment_bytes);
+	assert_true(info.dirty_ratio == 0.0);
+	assert_string_equal(tfs_cleaner_region_of(9, info.first_dirty_offset,
+	                                          info.first_uncleanable_offset), "clean");
+	assert_string_equal(tfs_cleaner_region_of(12, info.first_dirty_offset,
+	                                          info.first_uncleanable_offset), "uncleanable");
+	fx_roll(f);
+	fx_put(f, "a", "x");
+	info = fx_info(f);
+	assert_true(info.dirty_ratio > 0.0 && info.dirty_ratio < 1.0);
+	{
+		const char *region;
+		assert_int_equal(tfs_cleaner_region(f->c, f->pl, 12, &region), 0);
+		assert_string_equal(region, "dirty");
+	}
+}
+
+/* testCleanableOffsetsForTime / ForShortTime: segments younger than
+ * min.compaction.lag.ms stay dirty until they are old enough. */
+static void min_compaction_lag_keeps_young_segments_dirty(void **state)
+{
+	struct fx *f = *state;
+	size_t n;
+
+	f->cfg.min_compaction_lag_ms = 3600 * 1000;
+	fx_open(f);
+	write_dups(f);
+	f->now = tfs_now_ms();
+	assert_int_equal(fx_info(f).first_uncleanable_offset, 0);
+	assert_int_equal(fx_clean(f), 0);
+	free(fx_offsets(f->pl, &n));
+	assert_int_equal(n, 12);
+	f->now += 3600 * 1000 + 1000;
+	assert_int_equal(fx_info(f).first_uncleanable_offset, 12);
+	assert_int_equal(fx_clean(f), 0);
+	free(fx_offsets(f->pl, &n));
+	assert_int_equal(n, 4);
+}
+
+/* A topic without compact is never compacted: its records are "uncleanable". */
+static void a_delete_only_topic_is_not_compacted(void **state)
+{
+	struct fx *f = *state;
+	size_t n;
+
+	f->cfg.cleanup_policy = TFS_POLICY_DELETE;
+	f->cfg.retention_ms = -1;
+	fx_open(f);
+	write_dups(f);
+	assert_int_equal(fx_clean(f), 0);
+	free(fx_offsets(f->pl, &n));
+	assert_int_equal(n, 12);
+	assert_int_equal(fx_info(f).first_uncleanable_offset, 0);
+	assert_false(fx_info(f).compacted);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
+		T(cleaning_keeps_the_newest_record_of_each_key_at_its_offset),
+		T(the_active_segment_is_never_cleaned),
+		T(keyless_records_survive),
+		T(a_tombstone_lives_until_its_delete_horizon),
+		T(the_horizon_comes_from_the_pass_not_the_record_timestamp),
+		T(untouched_batches_are_copied_byte_for_byte),
+		T(rewritten_batches_keep_offsets_and_use_the_topic_codec),
+		T(a_full_map_stops_the_pass_at_the_last_mapped_offset),
+		T(a_map_of_one_key_still_makes_progress),
+		T(offset_gaps_between_segments_do_not_stall_the_checkpoint),
+		T(the_batch_before_the_uncleanable_part_is_kept_empty),
+		T(emptied_segments_merge_into_their_group),
+		T(segments_group_by_size_index_size_and_offset_span),
+		T(the_last_batch_of_a_producer_is_kept_empty),
+		T(aborted_records_go_and_their_marker_follows_the_tombstone_rule),
+		T(a_commit_marker_stays_while_its_transaction_has_data),
+		T(data_keys_that_look_like_marker_keys_are_data),
+		T(an_open_transaction_pins_the_first_uncleanable_offset),
+		T(a_reader_keeps_reading_what_it_started_with_across_a_swap),
+		T(unregister_aborts_a_pass_and_waits_for_it),
+		T(a_corrupt_segment_makes_the_partition_uncleanable),
+		T(regions_and_dirty_ratio_follow_the_checkpoint),
+		T(min_compaction_lag_keeps_young_segments_dirty),
+		T(a_delete_only_topic_is_not_compacted),
+#undef T
+	};
+	return cmocka_run_group_tests_name("cleaner", tests, NULL, NULL);
+}
