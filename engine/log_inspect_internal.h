@@ -21,9 +21,14 @@ static inline bool ends_with(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* dir/name into buf; a path that does not fit becomes "" (opens fail with ENOENT,
+ * never on a truncated, wrong path). */
 static inline void join(char *buf, size_t cap, const char *dir, const char *name)
 {
-	snprintf(buf, cap, "%s/%s", dir, name);
+	int n = snprintf(buf, cap, "%s/%s", dir, name);
+
+	if (n < 0 || (size_t)n >= cap)
+		buf[0] = '\0';
 }
 
 /* Strict base-10 integer of the whole of [p, p + n): no sign unless allowed, no

@@ -78,7 +78,7 @@ static void write_file(const char *dir, const char *name, const void *p, size_t 
 {
 	char path[4096];
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_true(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path));
 	assert_int_equal(t_write_file(path, p, len), 0);
 }
 
