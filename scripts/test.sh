@@ -41,10 +41,11 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 step "unit tests (asan+ubsan, uring and sync)" \
 	ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
 
-# TSan: the threaded parts (group commit, readers during appends, the engine's threads).
+# TSan: the threaded parts (group commit, readers during appends, the engine's threads,
+# the cleaner pool).
 tsan_tests() {
 	local t rc=0
-	for t in engine_test_partition_log engine_test_engine; do
+	for t in engine_test_partition_log engine_test_engine engine_test_cleaner engine_test_cleaner_manager; do
 		[ -x "$root/build-tsan/$t" ] || continue
 		TSAN_OPTIONS=halt_on_error=1 TFS_IO=sync "$root/build-tsan/$t" || rc=1
 	done
