@@ -90,6 +90,8 @@ void tfs_reply_err(fuse_req_t req, int err, const char *what)
 
 static double timeout_of(const struct tfs_mount *m, const struct tfs_node_ops *ops)
 {
+	if (ops->uncached)
+		return 0.0;
 	return ops->volatile_attrs ? m->key_timeout : m->dir_timeout;
 }
 

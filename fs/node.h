@@ -60,6 +60,8 @@ struct tfs_node_ops {
 	const char *name;               /* for log lines */
 	bool is_dir;
 	bool volatile_attrs;            /* attrs change behind the kernel: short timeout */
+	bool uncached;                  /* the entry itself may vanish behind the fs
+	                                 * (the cleaner): entry and attr timeouts 0 */
 	/* Fills *st. fi is the open handle when the kernel sent one (fstat, or the
 	 * read path refreshing i_size). Returns 0, TFS_STAT_VOLATILE when the answer
 	 * comes from an open handle's state (reply with attr timeout 0, so that the

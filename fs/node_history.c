@@ -11,6 +11,15 @@
  * A history file's content never changes for its offset, so opens keep the page
  * cache; the handle copies the record at open, so a file open when its record is
  * cleaned away keeps reading the old bytes until it is closed.
+ *
+ * What the kernel may cache, given that the cleaner removes records without
+ * telling the fs (background passes and retention send no notification, and the
+ * notifier has no entry invalidation to drop a name with): listings are never
+ * cached (no cache_readdir), and entries get entry and attr timeouts of 0
+ * (`uncached`), so every path walk to an entry asks again and a record that is
+ * gone is ENOENT at once, whoever removed it. An explicit `clean` therefore needs
+ * no invalidation either. The cost is one LOOKUP per access to a history entry,
+ * acceptable for a diagnostic view.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -102,7 +111,7 @@ static int hist_make_entry(struct tfs_mount *m, struct tfs_node *dir, const stru
 	atomic_store_explicit(&n->attrs_cached, true, memory_order_release);
 	hist_attr(n, r->value_null ? 0 : r->value.len, r->timestamp, &e->attr);
 	e->ino = n->nodeid;
-	e->attr_timeout = e->entry_timeout = m->key_timeout;
+	e->attr_timeout = e->entry_timeout = 0.0;     /* `uncached`: see the top */
 	tfs_inode_put(m->inodes, n);
 	return 0;
 }
@@ -277,6 +286,7 @@ static void hist_entry_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh 
 const struct tfs_node_ops tfs_kind_hist_entry = {
 	.name = ".history entry",
 	.volatile_attrs = true,
+	.uncached = true,
 	.stat = hist_entry_stat,
 	.open = hist_entry_open,
 	.read = hist_entry_read,

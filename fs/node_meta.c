@@ -1,7 +1,8 @@
 /* node_meta.c - /.topicfs: read-only views of the mount's state.
  *
  *   metrics   Prometheus text format: per partition size, offsets, segments and
- *             live keys; the engine's I/O backend; fs counters
+ *             live keys; the engine's I/O backend; fs counters; the cleaner's
+ *             metrics (topicfs_cleaner_*, engine/cleaner.h; none when read-only)
  *   status    the same for people
  *
  * The content is generated at open into the handle (so one read sequence sees one
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cleaner.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -193,14 +195,25 @@ static int generate(struct tfs_mount *m, int which, char **text, size_t *len)
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (which == META_METRICS)
+	if (which == META_METRICS) {
+		struct tfs_cleaner *cl = tfs_engine_cleaner(m->engine);
+		char *ctext = NULL;
+		size_t clen = 0;
 		write_metrics(f, m, rows, nrows, ntopics);
-	else
+		if (cl) {
+			rc = tfs_cleaner_metrics(cl, &ctext, &clen);
+			if (rc == 0)
+				fwrite(ctext, 1, clen, f);
+			free(ctext);
+		}
+	} else
 		write_status(f, m, rows, nrows, ntopics);
-	if (fclose(f) != 0) {
+	if (fclose(f) != 0)
+		rc = -ENOMEM;
+	if (rc < 0) {
 		free(*text);
 		*text = NULL;
-		rc = -ENOMEM;
+		*len = 0;
 	}
 out:
 	free(rows);

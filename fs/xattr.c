@@ -8,7 +8,11 @@
  *   topic dir   every topic config name       read/write (remove: mount default)
  *   partition   log_start_offset log_end_offset size_bytes segments live_keys  read
  *   partition   roll                          write (closes the active segment)
+ *   partition   dirty_ratio first_dirty_offset first_uncleanable_offset
+ *               last_clean uncleanable_reason read (the cleaner's state)
+ *   partition   clean                         write (a pass now; returns when done)
  *   hist entry  key timestamp tombstone producer_id sequence   read
+ *   hist entry  region delete_horizon         read (the cleaner's view of it)
  *
  * Values are text (decimal numbers, no newline) except `key` and header values,
  * which are the raw bytes. A name that does not apply to a node, or whose value
@@ -16,9 +20,13 @@
  * without one), is ENODATA and not listed. Writing a read-only or unknown name is
  * ENOTSUP (so `cp -a` between mounts stays quiet), a bad config value EINVAL.
  *
- * The cleaner's attributes (dirty_ratio, first_dirty_offset,
- * first_uncleanable_offset, clean, uncleanable_reason, last_clean, region,
- * delete_horizon) become rows of `rows` once the engine exposes them.
+ * The cleaner's attributes come from engine/cleaner.h. A read-only mount has no
+ * cleaner: its partition attributes and `region` are then absent (ENODATA) and
+ * `clean` is EROFS. `delete_horizon` is a fact of the record's batch (attribute
+ * bit 6), so it reads the same with or without a cleaner; it exists only for
+ * tombstones and control records of a batch that carries one. `last_clean` is
+ * absent before the first pass; `uncleanable_reason` is always present on a
+ * read-write mount, empty unless the cleaner gave up on the partition.
  */
 #include "fs/xattr.h"
 
@@ -30,6 +38,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "engine/cleaner.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -83,6 +92,9 @@ struct xctx {
 	struct tfs_record_copy rec;     /* key: newest record; hist: the record */
 	bool stats_loaded;
 	struct tfs_plog_stats st;
+	bool cinfo_loaded;
+	int cinfo_err;
+	struct tfs_cleaner_partition_info ci;   /* partition (or the entry's partition) */
 };
 
 static int load_record(struct xctx *c)
@@ -127,6 +139,30 @@ static int load_stats(struct xctx *c)
 		c->stats_loaded = true;
 	}
 	return 0;
+}
+
+/* The cleaner's view of the node's partition: -ENODATA without a cleaner (a
+ * read-only mount) or for a partition the cleaner does not manage. */
+static int load_cinfo(struct xctx *c)
+{
+	struct tfs_cleaner *cl = tfs_engine_cleaner(c->m->engine);
+	struct tfs_plog *pl;
+
+	if (c->cinfo_loaded)
+		return c->cinfo_err;
+	c->cinfo_loaded = true;
+	pl = tfs_mount_plog(c->n);
+	if (!pl)
+		c->cinfo_err = -ENOENT;
+	else if (!cl)
+		c->cinfo_err = -ENODATA;
+	else
+		c->cinfo_err = tfs_cleaner_partition_info(cl, pl, &c->ci);
+	if (c->cinfo_err == -ENOENT && pl)
+		c->cinfo_err = -ENODATA;        /* not registered with the cleaner */
+	if (c->cinfo_err == TFS_EREADONLY)
+		c->cinfo_err = -ENODATA;
+	return c->cinfo_err;
 }
 
 /* ---- getters -------------------------------------------------------------- */
@@ -255,6 +291,81 @@ static int get_live_keys(struct xctx *c, struct xbuf *x)
 	return rc < 0 ? rc : xb_i64(x, (int64_t)c->st.live_keys);
 }
 
+static int get_dirty_ratio(struct xctx *c, struct xbuf *x)
+{
+	char tmp[32];
+	int rc = load_cinfo(c);
+	int n;
+
+	if (rc < 0)
+		return rc;
+	n = snprintf(tmp, sizeof(tmp), "%.4f", c->ci.dirty_ratio);
+	return xb_put(x, tmp, (size_t)n);
+}
+
+static int get_first_dirty(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_cinfo(c);
+	return rc < 0 ? rc : xb_i64(x, c->ci.first_dirty_offset);
+}
+
+static int get_first_uncleanable(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_cinfo(c);
+	return rc < 0 ? rc : xb_i64(x, c->ci.first_uncleanable_offset);
+}
+
+static int get_last_clean(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_cinfo(c);
+
+	if (rc < 0)
+		return rc;
+	if (!c->ci.last_clean[0])
+		return -ENODATA;                /* no pass yet */
+	return xb_put(x, c->ci.last_clean, strlen(c->ci.last_clean));
+}
+
+static int get_uncleanable_reason(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_cinfo(c);
+
+	if (rc < 0)
+		return rc;
+	/* DESIGN: "empty, or why": an empty value, not an absent one. */
+	return xb_put(x, c->ci.uncleanable_reason, strlen(c->ci.uncleanable_reason));
+}
+
+static int get_region(struct xctx *c, struct xbuf *x)
+{
+	const char *r;
+	int rc = load_record(c);        /* a record cleaned away has no region */
+
+	if (rc < 0)
+		return rc;
+	rc = load_cinfo(c);
+	if (rc < 0)
+		return rc;
+	r = tfs_cleaner_region_of(c->rec.offset, c->ci.first_dirty_offset,
+	                          c->ci.first_uncleanable_offset);
+	return xb_put(x, r, strlen(r));
+}
+
+static int get_delete_horizon(struct xctx *c, struct xbuf *x)
+{
+	int64_t ms;
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc;
+	/* The horizon is about tombstones and transaction markers; the other
+	 * records of a stamped batch are kept by the key rule alone. */
+	if (!c->rec.value_null && !(c->rec.batch.attributes & TFS_ATTR_CONTROL))
+		return -ENODATA;
+	rc = tfs_cleaner_delete_horizon(&c->rec.batch, &ms);
+	return rc < 0 ? rc : xb_i64(x, ms);
+}
+
 /* ---- setters -------------------------------------------------------------- */
 
 static int set_roll(struct xctx *c, const char *value, size_t size)
@@ -262,6 +373,22 @@ static int set_roll(struct xctx *c, const char *value, size_t size)
 	struct tfs_plog *pl = tfs_mount_plog(c->n);
 
 	return pl ? tfs_plog_roll(pl) : -ENOENT;
+}
+
+/* Runs a pass now (tfs_cleaner_clean_now), blocking this request until it ends;
+ * the value is ignored. The pass's error comes back through errmap. The kernel's
+ * view of .history needs no notification: its listings are never cached and its
+ * entries are given timeouts of 0 (node_history.c), because background passes
+ * change it too and tell nobody. */
+static int set_clean(struct xctx *c, const char *value, size_t size)
+{
+	struct tfs_cleaner *cl = tfs_engine_cleaner(c->m->engine);
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+
+	if (!pl)
+		return -ENOENT;
+	/* The engine logs a failed pass (and marks the partition uncleanable). */
+	return cl ? tfs_cleaner_clean_now(cl, pl) : TFS_EREADONLY;
 }
 
 /* ---- the table ------------------------------------------------------------ */
@@ -288,7 +415,15 @@ static const struct xattr_row rows[] = {
 	{ "size_bytes", K(TFS_NODE_PARTITION), get_size_bytes, NULL, true },
 	{ "segments", K(TFS_NODE_PARTITION), get_segments, NULL, true },
 	{ "live_keys", K(TFS_NODE_PARTITION), get_live_keys, NULL, true },
+	{ "dirty_ratio", K(TFS_NODE_PARTITION), get_dirty_ratio, NULL, true },
+	{ "first_dirty_offset", K(TFS_NODE_PARTITION), get_first_dirty, NULL, true },
+	{ "first_uncleanable_offset", K(TFS_NODE_PARTITION), get_first_uncleanable, NULL, true },
+	{ "last_clean", K(TFS_NODE_PARTITION), get_last_clean, NULL, true },
+	{ "uncleanable_reason", K(TFS_NODE_PARTITION), get_uncleanable_reason, NULL, true },
 	{ "roll", K(TFS_NODE_PARTITION), NULL, set_roll, false },
+	{ "clean", K(TFS_NODE_PARTITION), NULL, set_clean, false },
+	{ "region", K(TFS_NODE_HIST_ENTRY), get_region, NULL, true },
+	{ "delete_horizon", K(TFS_NODE_HIST_ENTRY), get_delete_horizon, NULL, true },
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 
