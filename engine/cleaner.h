@@ -184,7 +184,7 @@ int tfs_cleaner_delete_horizon(const struct tfs_batch_header *h, int64_t *out_ms
  * time_since_last_run_ms, max_buffer_utilization_percent, max_clean_time_secs,
  * recopy_percent, max_compaction_delay_secs, dead_thread_count, io_bytes_total
  * (the throttler's meter), passes_total, and per partition
- * topicfs_cleaner_partition_{dirty_ratio,uncleanable} with topic and partition
+ * topicfs_cleaner_partition_{first_dirty_offset,uncleanable} with topic and partition
  * labels. Errors: -ENOMEM. */
 int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len);
 
