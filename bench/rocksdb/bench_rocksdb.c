@@ -1,0 +1,242 @@
+/* bench_rocksdb.c - the RocksDB side of bench/cleaner.sh's full-cycle comparison.
+ *
+ * The same stream as `bench_clean cycle`: --records updates, key "user-%07d" over
+ * --keys keys round-robin, --value-bytes values cut from the same pool, written
+ * with the C API (rocksdb/c.h): default options (+ create_if_missing), a
+ * WriteBatch of --batch puts per rocksdb_write (default write options: WAL on, no
+ * sync), then rocksdb_compact_range(NULL, NULL) (a full compaction; it flushes the
+ * memtable first), rocksdb_close, syncfs of the directory. Times each phase, and
+ * samples /proc/self/io write_bytes and cancelled_write_bytes before and after
+ * (bytes this process, every thread of it, dirtied for the block layer).
+ *
+ * Not built by CMake (it globs the .c files of bench/ itself, not of this
+ * subdirectory): it needs
+ * librocksdb. bench/cleaner.sh builds it:
+ *   gcc -O2 bench/rocksdb/bench_rocksdb.c -o $TMP/bench_rocksdb -lrocksdb
+ *
+ * usage: bench_rocksdb --dir DIR [--records N] [--keys K] [--value-bytes V] [--batch B]
+ * DIR must not exist yet or be empty. Output: "name value unit" lines, "# ..." notes.
+ */
+#define _GNU_SOURCE                        /* syncfs */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#define DEFAULT_RECORDS 10000000ull
+#define DEFAULT_KEYS 1000000ull
+#define DEFAULT_VALUE_BYTES 100u
+#define DEFAULT_BATCH 1000u
+#define KEY_PREFIX "user-"
+#define KEY_DIGITS 7
+#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
+#define MAX_KEYS 10000000ull
+#define POOL_BYTES (1u << 20)             /* as bench_append / bench_clean */
+#define POOL_STRIDE 131u
+#define MAX_VALUE_BYTES 4096u
+#define MAX_BATCH 100000u
+#define NS_PER_S 1e9
+#define PROC_IO "/proc/self/io"
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_S;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void format_key(char *out, uint64_t k)
+{
+	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
+	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
+		out[i] = (char)('0' + k % 10);
+		k /= 10;
+	}
+}
+
+static char *make_pool(void)
+{
+	static const char alphabet[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
+
+	if (!p)
+		return NULL;
+	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
+		uint64_t r = mix64(i);
+		for (size_t j = 0; j < 8; j++, r >>= 6)
+			p[i + j] = alphabet[r & 63];
+	}
+	return p;
+}
+
+static int proc_io(int64_t *write_bytes, int64_t *cancelled)
+{
+	char name[64];
+	long long v;
+	FILE *f = fopen(PROC_IO, "r");
+
+	*write_bytes = *cancelled = -1;
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%63[^:]: %lld\n", name, &v) == 2) {
+		if (strcmp(name, "write_bytes") == 0)
+			*write_bytes = v;
+		else if (strcmp(name, "cancelled_write_bytes") == 0)
+			*cancelled = v;
+	}
+	fclose(f);
+	return *write_bytes >= 0 ? 0 : -EIO;
+}
+
+static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "bench_rocksdb: bad %s: %s\n", name, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "records", required_argument, NULL, 'r' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "value-bytes", required_argument, NULL, 'v' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t records = DEFAULT_RECORDS, keys = DEFAULT_KEYS, value_bytes = DEFAULT_VALUE_BYTES;
+	uint64_t batch = DEFAULT_BATCH;
+	const char *dir = NULL;
+	rocksdb_options_t *opt = NULL;
+	rocksdb_writeoptions_t *wo = NULL;
+	rocksdb_writebatch_t *wb = NULL;
+	rocksdb_t *db = NULL;
+	char *err = NULL, *pool = NULL, key[KEY_BYTES];
+	int64_t wb0, cw0, wb1, cw1;
+	double t0, t_ingest, t_compact, t_close;
+	int c, status = 1;
+
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		int rc = 0;
+		switch (c) {
+		case 'r': rc = parse_u64("--records", optarg, 1, UINT64_MAX, &records); break;
+		case 'k': rc = parse_u64("--keys", optarg, 1, MAX_KEYS, &keys); break;
+		case 'v': rc = parse_u64("--value-bytes", optarg, 0, MAX_VALUE_BYTES, &value_bytes); break;
+		case 'b': rc = parse_u64("--batch", optarg, 1, MAX_BATCH, &batch); break;
+		case 'd': dir = optarg; break;
+		default: rc = -EINVAL; break;
+		}
+		if (rc < 0)
+			return 2;
+	}
+	if (!dir || optind != argc) {
+		fprintf(stderr, "usage: bench_rocksdb --dir DIR [--records N] [--keys K] "
+		        "[--value-bytes V] [--batch B]\n");
+		return 2;
+	}
+	pool = make_pool();
+	if (!pool || proc_io(&wb0, &cw0) < 0) {
+		fprintf(stderr, "bench_rocksdb: out of memory or no %s\n", PROC_IO);
+		return 1;
+	}
+
+	t0 = now_s();
+	opt = rocksdb_options_create();
+	rocksdb_options_set_create_if_missing(opt, 1);
+	db = rocksdb_open(opt, dir, &err);
+	if (err)
+		goto fail;
+	wo = rocksdb_writeoptions_create();
+	wb = rocksdb_writebatch_create();
+	for (uint64_t i = 0; i < records;) {
+		rocksdb_writebatch_clear(wb);
+		for (uint64_t n = 0; n < batch && i < records; n++, i++) {
+			format_key(key, i % keys);
+			rocksdb_writebatch_put(wb, key, KEY_BYTES, pool + (i * POOL_STRIDE) % POOL_BYTES,
+			                       (size_t)value_bytes);
+		}
+		rocksdb_write(db, wo, wb, &err);
+		if (err)
+			goto fail;
+	}
+	t_ingest = now_s() - t0;
+	rocksdb_compact_range(db, NULL, 0, NULL, 0);
+	t_compact = now_s() - t0 - t_ingest;
+	{
+		char *prop = rocksdb_property_value(db, "rocksdb.num-files-at-level0");
+		char *live = rocksdb_property_value(db, "rocksdb.estimate-num-keys");
+		printf("# after CompactRange: %s L0 files, ~%s keys (estimate)\n", prop ? prop : "?",
+		       live ? live : "?");
+		rocksdb_free(prop);
+		rocksdb_free(live);
+	}
+	{
+		double t = now_s();
+		int dfd;
+
+		rocksdb_close(db);
+		db = NULL;
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || syncfs(dfd) < 0) {
+			fprintf(stderr, "bench_rocksdb: syncfs %s: %s\n", dir, strerror(errno));
+			if (dfd >= 0)
+				close(dfd);
+			goto out;
+		}
+		close(dfd);
+		t_close = now_s() - t;
+	}
+	(void)proc_io(&wb1, &cw1);
+	printf("# rocksdb cycle: %" PRIu64 " records over %" PRIu64 " keys, %" PRIu64
+	       "-byte values, WriteBatch of %" PRIu64 ", default options, CompactRange(NULL, NULL),"
+	       " close, syncfs\n", records, keys, value_bytes, batch);
+	printf("ingest_seconds %.3f s\n", t_ingest);
+	printf("compact_seconds %.3f s\n", t_compact);
+	printf("close_sync_seconds %.3f s\n", t_close);
+	printf("total_seconds %.3f s\n", t_ingest + t_compact + t_close);
+	printf("write_bytes %" PRId64 " bytes\n", wb1 - wb0);
+	printf("cancelled_write_bytes %" PRId64 " bytes\n", cw1 - cw0);
+	printf("logical_bytes %" PRIu64 " bytes\n", records * (KEY_BYTES + value_bytes));
+	printf("live_bytes %" PRIu64 " bytes\n",
+	       (records < keys ? records : keys) * (KEY_BYTES + value_bytes));
+	status = 0;
+	goto out;
+fail:
+	fprintf(stderr, "bench_rocksdb: %s: %s\n", dir, err);
+	rocksdb_free(err);
+out:
+	if (db)
+		rocksdb_close(db);
+	rocksdb_writebatch_destroy(wb);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_options_destroy(opt);
+	free(pool);
+	return status;
+}
