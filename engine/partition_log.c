@@ -333,8 +333,11 @@ static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batc
 	p->base_sequence = -1;
 }
 
+/* Finishes the builder's batch. Every batch but a group's last is copied into
+ * wbuf (the builder is reused for the next one); the last is left in the builder
+ * and written from there (*tail), saving a copy of the common one-batch group. */
 static int finish_batch(struct tfs_plog *pl, size_t *wlen, struct batch_span *spans, int *nspans,
-                        tfs_offset_t base, tfs_offset_t last, int64_t ts)
+                        tfs_offset_t base, tfs_offset_t last, int64_t ts, struct iovec *tail)
 {
 	const uint8_t *out;
 	size_t len;
@@ -342,12 +345,16 @@ static int finish_batch(struct tfs_plog *pl, size_t *wlen, struct batch_span *sp
 
 	if (rc < 0)
 		return rc;
+	spans[*nspans] = (struct batch_span){ *wlen, len, base, last, ts };
+	(*nspans)++;
+	if (tail) {
+		*tail = (struct iovec){ (void *)out, len };
+		return 0;
+	}
 	rc = wbuf_reserve(pl, *wlen + len);
 	if (rc < 0)
 		return rc;
 	memcpy(pl->wbuf + *wlen, out, len);
-	spans[*nspans] = (struct batch_span){ *wlen, len, base, last, ts };
-	(*nspans)++;
 	*wlen += len;
 	return 0;
 }
@@ -372,6 +379,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	struct tfs_batch_params params;
 	size_t k, nops = 0;
 	bool kops_failed = false;
+	struct iovec iov[2] = { { NULL, 0 }, { NULL, 0 } };  /* earlier batches, the last */
 
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		incoming += w->bytes;
@@ -399,7 +407,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		if (w->count == 0)
 			continue;
 		if (in_batch && batch_bytes + w->bytes > (size_t)pl->cfg.max_message_bytes) {
-			rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now);
+			rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now, NULL);
 			if (rc < 0)
 				goto out;
 			in_batch = false;
@@ -428,17 +436,17 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		batch_bytes += w->bytes;
 	}
 	if (in_batch) {
-		rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now);
+		rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now, &iov[1]);
 		if (rc < 0)
 			goto out;
+		wlen += iov[1].iov_len;
 	}
 
 	seg = active_segment(pl);
 	pos = tfs_segment_size(seg);
-	{
-		struct iovec iov = { pl->wbuf, wlen };
-		rc = tfs_io_writev(pl->env.io, tfs_segment_fd(seg), &iov, 1, (uint64_t)pos, durable);
-	}
+	iov[0] = (struct iovec){ pl->wbuf, wlen - iov[1].iov_len };
+	rc = tfs_io_writev(pl->env.io, tfs_segment_fd(seg), iov[0].iov_len ? iov : iov + 1,
+	                   iov[0].iov_len ? 2 : 1, (uint64_t)pos, durable);
 	if (rc < 0) {
 		/* Cut whatever part of the group reached the file: nothing of it may be
 		 * seen, by readers now or by recovery later. */

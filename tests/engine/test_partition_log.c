@@ -523,9 +523,8 @@ static void *writer_main(void *p)
 	return NULL;
 }
 
-static void concurrent_appenders_get_unique_readable_offsets(void **state)
+static void run_concurrent_appenders(struct fx *f)
 {
-	struct fx *f = *state;
 	pthread_t th[WRITERS];
 	struct writer *w = calloc(WRITERS, sizeof(*w));
 	uint8_t *seen;
@@ -574,6 +573,20 @@ static void concurrent_appenders_get_unique_readable_offsets(void **state)
 	}
 	free(seen);
 	free(w);
+}
+
+static void concurrent_appenders_get_unique_readable_offsets(void **state)
+{
+	run_concurrent_appenders(*state);
+}
+
+/* With a tiny max.message.bytes a group of waiting units becomes several
+ * batches in one write. */
+static void groups_split_into_batches_keep_every_record(void **state)
+{
+	struct fx *f = *state;
+	f->cfg.max_message_bytes = 300;
+	run_concurrent_appenders(f);
 }
 
 /* ---- crashes ---- */
@@ -676,6 +689,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(leftover_files_are_cleaned_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_failed_write_leaves_nothing_visible, setup, teardown),
 		cmocka_unit_test_setup_teardown(concurrent_appenders_get_unique_readable_offsets, setup, teardown),
+		cmocka_unit_test_setup_teardown(groups_split_into_batches_keep_every_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("partition_log", tests, NULL, NULL);
