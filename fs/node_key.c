@@ -73,7 +73,7 @@
  * does not. truncate/ftruncate go through the VFS's dentry_needs_remove_privs,
  * which only HANDLE_KILLPRIV_V2 (SB_NOSEC) would skip, and libfuse 3.14 cannot
  * negotiate it. So every writer uses direct_io, and ops.c answers security.*,
- * system.* and trusted.* with ENODATA before any lookup or lock: the one
+ * system.* and trusted.* with EOPNOTSUPP before any lookup or lock: the one
  * round trip left (per truncate) costs a few microseconds.
  */
 #include <errno.h>
