@@ -4,7 +4,8 @@
  * the fault-injection counters used by the fault and crash suites.
  *
  * Backends: TFS_IO_URING submits reads and fsyncs to a ring owned by the calling
- * thread (created on its first request, freed at thread exit or destroy); buffered
+ * thread (created on its first request, freed at thread exit or destroy), after a
+ * non-blocking preadv2 has copied whatever the page cache already holds; buffered
  * writes are pwritev on both backends, because io_uring would punt each one to a
  * worker thread (measured: io_uring.c). TFS_IO_SYNC uses pread/pwrite/fsync. TFS_IO_AUTO
  * probes io_uring once and falls back to sync where it is unavailable (containers
