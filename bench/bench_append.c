@@ -45,6 +45,8 @@
 #include "io/io.h"
 #include "io/log.h"
 
+#include "bench/bench_util.h"
+
 #define DEFAULT_RECORDS 1000000u
 #define DEFAULT_KEYS 1000000u
 #define DEFAULT_VALUE_BYTES 100u
@@ -89,31 +91,6 @@ struct writer {
 	int rc;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double peak_rss_mb(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_maxrss * 1024.0 / BYTES_PER_MB;   /* ru_maxrss is KiB */
-}
-
-/* splitmix64: a stateless mix for the value pool and random key order. */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* Writes "user-%07u" of k into out (KEY_BYTES bytes, no NUL) without printf. */
 static void format_key(uint8_t *out, uint64_t k)
 {
@@ -126,7 +103,7 @@ static void format_key(uint8_t *out, uint64_t k)
 
 static uint64_t key_of(const struct opts *o, uint64_t i)
 {
-	return (o->random_keys ? mix64(i) : i) % o->keys;
+	return (o->random_keys ? bench_mix64(i) : i) % o->keys;
 }
 
 static uint8_t *make_pool(void)
@@ -138,7 +115,7 @@ static uint8_t *make_pool(void)
 	if (!p)
 		return NULL;
 	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = mix64(i);
+		uint64_t r = bench_mix64(i);
 		for (size_t j = 0; j < 8; j++, r >>= 6)
 			p[i + j] = (uint8_t)alphabet[r & 63];
 	}
@@ -403,11 +380,11 @@ int main(int argc, char **argv)
 		started++;
 	}
 	pthread_barrier_wait(&start);
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(w[i].thread, NULL);
 	rc = tfs_plog_sync(pl);
-	secs = now_s() - t0;
+	secs = bench_now_s() - t0;
 	for (unsigned i = 0; i < started; i++) {
 		if (w[i].rc < 0)
 			goto out;
@@ -427,7 +404,7 @@ int main(int argc, char **argv)
 	printf("payload_bytes %" PRIu64 " bytes\n", payload);
 	printf("segments %d segments\n", st.segments);
 	printf("live_keys %zu keys\n", st.live_keys);
-	printf("peak_rss_mb %.1f MB\n", peak_rss_mb());
+	printf("peak_rss_mb %.1f MB\n", bench_peak_rss_mb());
 	status = 0;
 out:
 	if (barrier)

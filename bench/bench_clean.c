@@ -56,6 +56,8 @@
 #include "io/io.h"
 #include "io/log.h"
 
+#include "bench/bench_util.h"
+
 #define DEFAULT_RECORDS 10000000u
 #define DEFAULT_KEYS 1000000u
 #define DEFAULT_VALUE_BYTES 100u
@@ -129,20 +131,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-static double now_s(void)
-{
-	return (double)now_ns() / (double)NS_PER_S;
-}
-
-/* splitmix64, for the value pool (same pool as bench_append) and the reader. */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static void format_key(uint8_t *out, uint64_t k)
 {
 	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
@@ -161,7 +149,7 @@ static uint8_t *make_pool(void)
 	if (!p)
 		return NULL;
 	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = mix64(i);
+		uint64_t r = bench_mix64(i);
 		for (size_t j = 0; j < 8; j++, r >>= 6)
 			p[i + j] = (uint8_t)alphabet[r & 63];
 	}
@@ -330,12 +318,12 @@ static int clean_loop(const struct opts *o, struct bench *b, bool verbose, struc
 		       info.first_uncleanable_offset, info.dirty_ratio);
 	while (info.first_dirty_offset < info.first_uncleanable_offset && r->passes < o->max_passes) {
 		tfs_offset_t from = info.first_dirty_offset;
-		double t0 = now_s(), wall, secs;
+		double t0 = bench_now_s(), wall, secs;
 		int64_t rd, wr;
 		bool full;
 
 		rc = tfs_cleaner_clean_now(b->c, b->pl);
-		wall = now_s() - t0;
+		wall = bench_now_s() - t0;
 		if (rc < 0) {
 			fprintf(stderr, "bench_clean: clean_now failed: %s\n", tfs_strerror(rc));
 			return rc;
@@ -384,7 +372,7 @@ static void print_stats(const char *prefix, struct tfs_plog *pl)
 static int cmd_build(const struct opts *o)
 {
 	struct bench b = { 0 };
-	double t0 = now_s();
+	double t0 = bench_now_s();
 	int rc = bench_open_log(o, &b, o->path, true);
 
 	if (rc == 0)
@@ -393,7 +381,7 @@ static int cmd_build(const struct opts *o)
 		printf("# built %" PRIu64 " records over %" PRIu64 " keys, %u-byte values, batches of %u,"
 		       " segment.bytes %" PRId64 "\n", o->records, o->keys, o->value_bytes, o->batch,
 		       o->segment_bytes);
-		printf("build_seconds %.3f s\n", now_s() - t0);
+		printf("build_seconds %.3f s\n", bench_now_s() - t0);
 		print_stats("log", b.pl);
 	}
 	bench_close(&b);
@@ -457,7 +445,7 @@ static void *reader_main(void *arg)
 		uint64_t t0, t1;
 		int err;
 
-		x = mix64(x);
+		x = bench_mix64(x);
 		format_key(key, x % rd->keys);
 		t0 = now_ns();
 		err = tfs_plog_read_key(rd->pl, tfs_slice_make(key, KEY_BYTES), &rc);
@@ -538,20 +526,20 @@ static int cmd_latency(const struct opts *o)
 	rc = start_reader(&rd, &t);
 	if (rc < 0)
 		goto out;
-	t0 = now_s();
+	t0 = bench_now_s();
 	nanosleep(&idle, NULL);
 	stop_reader(&rd, t);
-	print_latency("idle", &rd, now_s() - t0);
+	print_latency("idle", &rd, bench_now_s() - t0);
 
 	rc = start_reader(&rd, &t);
 	if (rc < 0)
 		goto out;
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = clean_loop(o, &b, true, &r);      /* this thread cleans, the reader reads */
 	stop_reader(&rd, t);
 	if (rc < 0)
 		goto out;
-	print_latency("pass", &rd, now_s() - t0);
+	print_latency("pass", &rd, bench_now_s() - t0);
 	printf("pass_bytes_read %" PRId64 " bytes\n", r.bytes_read);
 	printf("pass_bytes_written %" PRId64 " bytes\n", r.bytes_written);
 out:
@@ -577,21 +565,21 @@ static int cmd_cycle(const struct opts *o)
 		fprintf(stderr, "bench_clean: cannot read %s: %s\n", PROC_IO, strerror(-rc));
 		return rc;
 	}
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = bench_open_log(o, &b, path, true);
 	if (rc == 0)
 		rc = bench_start_cleaner(o, &b);
 	if (rc == 0)
 		rc = ingest(o, b.pl);
-	t_ingest = now_s() - t0;
+	t_ingest = bench_now_s() - t0;
 	if (rc == 0)
 		rc = clean_loop(o, &b, false, &r);
-	t_clean = now_s() - t0 - t_ingest;
+	t_clean = bench_now_s() - t0 - t_ingest;
 	if (rc == 0) {
 		print_stats("after", b.pl);
 		rc = tfs_plog_sync(b.pl);
 	}
-	t = now_s();
+	t = bench_now_s();
 	bench_close(&b);                       /* closes (fsyncs) the partition */
 	dfd = open(o->data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
@@ -599,7 +587,7 @@ static int cmd_cycle(const struct opts *o)
 			rc = -errno;
 		close(dfd);
 	}
-	t_sync = now_s() - t;
+	t_sync = bench_now_s() - t;
 	if (rc < 0)
 		return rc;
 	(void)proc_io(&wb1, &cw1);

@@ -24,6 +24,8 @@
 
 #include "engine/keydir.h"
 
+#include "bench/bench_util.h"
+
 #define DEFAULT_KEYS 1000000ull
 /* keydir.h: at most ~48 bytes per live key beyond the key's own bytes. */
 #define BYTES_PER_KEY_TARGET 48.0
@@ -31,13 +33,6 @@
 #define NS_PER_S 1e9
 /* Lookups visit key i * LOOKUP_STRIDE mod n: a prime, so every key once, scattered. */
 #define LOOKUP_STRIDE 2654435761ull
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_S;
-}
 
 /* Resident set size in bytes, from /proc/self/statm; 0 if unavailable. */
 static size_t rss_bytes(void)
@@ -106,7 +101,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (uint64_t i = 0; i < n; i++) {
 		info.offset = (tfs_offset_t)i;
 		info.timestamp = (int64_t)i;
@@ -119,21 +114,21 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	t_insert = now_s() - t0;
+	t_insert = bench_now_s() - t0;
 	rss_after = rss_bytes();
 	key_bytes = tfs_keydir_key_bytes(kd);
 	mem = tfs_keydir_memory_bytes(kd);
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (uint64_t j = 0; j < n; j++) {
 		uint64_t i = (uint64_t)(((unsigned __int128)j * LOOKUP_STRIDE) % n);
 		found += (uint64_t)tfs_keydir_get(kd, tfs_slice_make(key, make_key(i, key)), &info);
 	}
-	t_lookup = now_s() - t0;
+	t_lookup = bench_now_s() - t0;
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	tfs_keydir_scan(kd, false, 0, scan_visit, &sum);
-	t_scan = now_s() - t0;
+	t_scan = bench_now_s() - t0;
 
 	/* LOOKUP_STRIDE is prime, so j -> i is a permutation unless n is a multiple of it */
 	if (tfs_keydir_count(kd) != n || sum.keys != n || sum.bytes != key_bytes ||

@@ -48,6 +48,8 @@
 #include "io/io.h"
 #include "io/log.h"
 
+#include "bench/bench_util.h"
+
 #define DEFAULT_RECORDS 10000000u
 #define DEFAULT_KEYS 1000000u
 #define DEFAULT_VALUE_BYTES 100u
@@ -89,31 +91,6 @@ struct open_result {
 	uint64_t key_bytes;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double peak_rss_mb(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_maxrss * 1024.0 / BYTES_PER_MB;   /* ru_maxrss is KiB */
-}
-
-/* splitmix64, for the value pool (same pool as bench_append). */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static void format_key(uint8_t *out, uint64_t k)
 {
 	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
@@ -132,7 +109,7 @@ static uint8_t *make_pool(void)
 	if (!p)
 		return NULL;
 	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = mix64(i);
+		uint64_t r = bench_mix64(i);
 		for (size_t j = 0; j < 8; j++, r >>= 6)
 			p[i + j] = (uint8_t)alphabet[r & 63];
 	}
@@ -242,9 +219,9 @@ static int timed_open(const struct opts *o, const char *path, struct open_result
 		return rc;
 	{
 		struct tfs_plog_env env = { io, fdc, &cfg, false };
-		t0 = now_s();
+		t0 = bench_now_s();
 		rc = tfs_plog_open(&env, path, false, &pl);
-		r->seconds = now_s() - t0;
+		r->seconds = bench_now_s() - t0;
 	}
 	if (rc < 0) {
 		fprintf(stderr, "bench_open: cannot open %s: %s\n", path, tfs_strerror(rc));
@@ -431,7 +408,7 @@ int main(int argc, char **argv)
 		}
 		path = part;
 		fflush(stdout);
-		t0 = now_s();
+		t0 = bench_now_s();
 		pid = fork();
 		if (pid < 0) {
 			fprintf(stderr, "bench_open: fork: %s\n", strerror(errno));
@@ -445,7 +422,7 @@ int main(int argc, char **argv)
 		}
 		printf("# built %" PRIu64 " records over %" PRIu64 " keys, value_bytes=%u, batch=%u, "
 		       "compression=%s in %.1f s (untimed)\n", o.records, o.keys, o.value_bytes,
-		       o.batch, o.zstd ? "zstd" : "none", now_s() - t0);
+		       o.batch, o.zstd ? "zstd" : "none", bench_now_s() - t0);
 	}
 
 	rc = timed_open(&o, path, &warm);
@@ -480,7 +457,7 @@ int main(int argc, char **argv)
 		printf("keydir_bytes_per_key_raw %.1f bytes\n",
 		       (double)warm.st.keydir_memory_bytes / (double)warm.st.live_keys);
 	}
-	printf("peak_rss_mb %.1f MB\n", peak_rss_mb());
+	printf("peak_rss_mb %.1f MB\n", bench_peak_rss_mb());
 	status = 0;
 out:
 	if (have_root && !o.keep)

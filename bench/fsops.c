@@ -29,18 +29,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
+
 #define MAX_VALUE 65536
 
 static char g_value[MAX_VALUE];
 static char g_buf[MAX_VALUE + 1];
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int fail(const char *call, const char *name)
 {
@@ -107,7 +101,7 @@ static int write_one(const char *name, int flags, size_t size)
 static int cmd_create(long first, long count, size_t size)
 {
 	char name[32];
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	for (long i = first; i < first + count; i++) {
 		key_name(name, sizeof(name), i);
@@ -115,14 +109,14 @@ static int cmd_create(long first, long count, size_t size)
 		if (write_one(name, O_WRONLY | O_CREAT | O_TRUNC, size))
 			return 1;
 	}
-	report("create", count, now_s() - t0);
+	report("create", count, bench_now_s() - t0);
 	return 0;
 }
 
 static int cmd_overwrite(long keys, long ops, size_t size)
 {
 	char name[32];
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	for (long op = 0; op < ops; op++) {
 		key_name(name, sizeof(name), op % keys);
@@ -130,14 +124,14 @@ static int cmd_overwrite(long keys, long ops, size_t size)
 		if (write_one(name, O_WRONLY | O_TRUNC, size))
 			return 1;
 	}
-	report("overwrite", ops, now_s() - t0);
+	report("overwrite", ops, bench_now_s() - t0);
 	return 0;
 }
 
 static int cmd_read(long first, long count, long size)
 {
 	char name[32];
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	for (long i = first; i < first + count; i++) {
 		ssize_t r;
@@ -163,7 +157,7 @@ static int cmd_read(long first, long count, long size)
 			return 1;
 		}
 	}
-	report("read", count, now_s() - t0);
+	report("read", count, bench_now_s() - t0);
 	return 0;
 }
 
@@ -171,28 +165,28 @@ static int cmd_stat(long first, long count)
 {
 	char name[32];
 	struct stat st;
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	for (long i = first; i < first + count; i++) {
 		key_name(name, sizeof(name), i);
 		if (lstat(name, &st) < 0)
 			return fail("lstat", name);
 	}
-	report("stat", count, now_s() - t0);
+	report("stat", count, bench_now_s() - t0);
 	return 0;
 }
 
 static int cmd_unlink(long first, long count)
 {
 	char name[32];
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	for (long i = first; i < first + count; i++) {
 		key_name(name, sizeof(name), i);
 		if (unlink(name) < 0)
 			return fail("unlink", name);
 	}
-	report("unlink", count, now_s() - t0);
+	report("unlink", count, bench_now_s() - t0);
 	return 0;
 }
 

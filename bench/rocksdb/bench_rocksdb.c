@@ -31,6 +31,8 @@
 
 #include <rocksdb/c.h>
 
+#include "../bench_util.h"
+
 #define DEFAULT_RECORDS 10000000ull
 #define DEFAULT_KEYS 1000000ull
 #define DEFAULT_VALUE_BYTES 100u
@@ -45,22 +47,6 @@
 #define MAX_BATCH 100000u
 #define NS_PER_S 1e9
 #define PROC_IO "/proc/self/io"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_S;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 static void format_key(char *out, uint64_t k)
 {
@@ -80,7 +66,7 @@ static char *make_pool(void)
 	if (!p)
 		return NULL;
 	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = mix64(i);
+		uint64_t r = bench_mix64(i);
 		for (size_t j = 0; j < 8; j++, r >>= 6)
 			p[i + j] = alphabet[r & 63];
 	}
@@ -167,7 +153,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	opt = rocksdb_options_create();
 	rocksdb_options_set_create_if_missing(opt, 1);
 	db = rocksdb_open(opt, dir, &err);
@@ -186,9 +172,9 @@ int main(int argc, char **argv)
 		if (err)
 			goto fail;
 	}
-	t_ingest = now_s() - t0;
+	t_ingest = bench_now_s() - t0;
 	rocksdb_compact_range(db, NULL, 0, NULL, 0);
-	t_compact = now_s() - t0 - t_ingest;
+	t_compact = bench_now_s() - t0 - t_ingest;
 	{
 		char *prop = rocksdb_property_value(db, "rocksdb.num-files-at-level0");
 		char *live = rocksdb_property_value(db, "rocksdb.estimate-num-keys");
@@ -198,7 +184,7 @@ int main(int argc, char **argv)
 		rocksdb_free(live);
 	}
 	{
-		double t = now_s();
+		double t = bench_now_s();
 		int dfd;
 
 		rocksdb_close(db);
@@ -211,7 +197,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		close(dfd);
-		t_close = now_s() - t;
+		t_close = bench_now_s() - t;
 	}
 	(void)proc_io(&wb1, &cw1);
 	printf("# rocksdb cycle: %" PRIu64 " records over %" PRIu64 " keys, %" PRIu64
