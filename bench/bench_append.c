@@ -53,12 +53,7 @@
 #define DEFAULT_BATCH 1000u
 #define DEFAULT_DIR "/var/tmp"
 #define MAX_WRITERS 64
-#define KEY_PREFIX "user-"
-#define KEY_DIGITS 7                      /* "user-%07d": 1M keys fit */
-#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
-#define POOL_BYTES (1u << 20)             /* random value bytes the values are cut from */
 #define POOL_STRIDE 131u                  /* > value size: neighbours never overlap */
-#define MAX_VALUE_BYTES 4096u
 #define FDCACHE_MAX 1024u
 #define PATH_CAP 4096
 #define PART_NAME "/bench-0"        /* the partition directory under the fresh root */
@@ -91,35 +86,9 @@ struct writer {
 	int rc;
 };
 
-/* Writes "user-%07u" of k into out (KEY_BYTES bytes, no NUL) without printf. */
-static void format_key(uint8_t *out, uint64_t k)
-{
-	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
-		out[i] = (uint8_t)('0' + k % 10);
-		k /= 10;
-	}
-}
-
 static uint64_t key_of(const struct opts *o, uint64_t i)
 {
 	return (o->random_keys ? bench_mix64(i) : i) % o->keys;
-}
-
-static uint8_t *make_pool(void)
-{
-	static const char alphabet[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint8_t *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
-
-	if (!p)
-		return NULL;
-	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = bench_mix64(i);
-		for (size_t j = 0; j < 8; j++, r >>= 6)
-			p[i + j] = (uint8_t)alphabet[r & 63];
-	}
-	return p;
 }
 
 static void *writer_main(void *arg)
@@ -127,7 +96,7 @@ static void *writer_main(void *arg)
 	struct writer *w = arg;
 	const struct opts *o = w->o;
 	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
-	uint8_t *keys = malloc((size_t)o->batch * KEY_BYTES);
+	uint8_t *keys = malloc((size_t)o->batch * BENCH_KEY_BYTES);
 	uint64_t since_durable = 0;
 
 	pthread_barrier_wait(w->start);
@@ -140,12 +109,12 @@ static void *writer_main(void *arg)
 		bool durable = false;
 
 		for (; n < o->batch && i < w->end; n++, i++) {
-			uint8_t *kp = keys + n * KEY_BYTES;
-			format_key(kp, key_of(o, i));
-			recs[n].key = tfs_slice_make(kp, KEY_BYTES);
-			recs[n].value = tfs_slice_make(w->pool + (i * POOL_STRIDE) % POOL_BYTES,
+			uint8_t *kp = keys + n * BENCH_KEY_BYTES;
+			bench_format_key(kp, key_of(o, i));
+			recs[n].key = tfs_slice_make(kp, BENCH_KEY_BYTES);
+			recs[n].value = tfs_slice_make(w->pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES,
 			                               o->value_bytes);
-			w->payload_bytes += KEY_BYTES + o->value_bytes;
+			w->payload_bytes += BENCH_KEY_BYTES + o->value_bytes;
 		}
 		since_durable += n;
 		if (o->durable_every && since_durable >= o->durable_every) {
@@ -188,7 +157,7 @@ static void usage(FILE *f)
 	        "  --dir DIR          parent of the fresh data directory (default %s)\n"
 	        "  --io KIND          auto, uring or sync (default $TFS_IO, else auto)\n"
 	        "  --keep             keep the data directory\n",
-	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, MAX_VALUE_BYTES,
+	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, BENCH_MAX_VALUE_BYTES,
 	        DEFAULT_BATCH, DEFAULT_DIR);
 }
 
@@ -242,7 +211,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_KEYS:
 			if (parse_u64("--keys", optarg, 1, &o->keys) < 0)
 				return -EINVAL;
-			if (o->keys > 10000000ull) {    /* KEY_DIGITS */
+			if (o->keys > 10000000ull) {    /* BENCH_KEY_DIGITS */
 				fprintf(stderr, "bench_append: --keys is at most 10000000\n");
 				return -EINVAL;
 			}
@@ -251,7 +220,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->random_keys = true;
 			break;
 		case O_VALUE:
-			if (parse_u64("--value-bytes", optarg, 0, &v) < 0 || v > MAX_VALUE_BYTES)
+			if (parse_u64("--value-bytes", optarg, 0, &v) < 0 || v > BENCH_MAX_VALUE_BYTES)
 				return -EINVAL;
 			o->value_bytes = (unsigned)v;
 			break;
@@ -261,7 +230,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->writers = (unsigned)v;
 			break;
 		case O_BATCH:
-			if (parse_u64("--batch", optarg, 1, &v) < 0 || v > UINT_MAX / KEY_BYTES)
+			if (parse_u64("--batch", optarg, 1, &v) < 0 || v > UINT_MAX / BENCH_KEY_BYTES)
 				return -EINVAL;
 			o->batch = (unsigned)v;
 			break;
@@ -332,7 +301,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_append: path too long: %s\n", root);
 		goto out;
 	}
-	pool = make_pool();
+	pool = bench_make_pool();
 	if (!pool) {
 		fprintf(stderr, "bench_append: out of memory\n");
 		goto out;

@@ -65,13 +65,8 @@
 #define DEFAULT_SEGMENT_BYTES (100ll << 20)   /* Kafka's default segment.bytes */
 #define DEFAULT_IDLE_SECONDS 5.0
 #define DEFAULT_MAX_PASSES 1000
-#define KEY_PREFIX "user-"
-#define KEY_DIGITS 7                      /* "user-%07d": 1M keys fit */
-#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
-#define MAX_KEYS 10000000ull              /* 10^KEY_DIGITS */
-#define POOL_BYTES (1u << 20)             /* random value bytes the values are cut from */
+#define MAX_KEYS 10000000ull              /* 10^BENCH_KEY_DIGITS */
 #define POOL_STRIDE 131u                  /* > value size: neighbours never overlap */
-#define MAX_VALUE_BYTES 4096u
 #define MAX_BATCH 100000u
 #define FDCACHE_MAX 1024u
 #define PATH_CAP 4096
@@ -129,31 +124,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-static void format_key(uint8_t *out, uint64_t k)
-{
-	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
-		out[i] = (uint8_t)('0' + k % 10);
-		k /= 10;
-	}
-}
-
-static uint8_t *make_pool(void)
-{
-	static const char alphabet[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint8_t *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
-
-	if (!p)
-		return NULL;
-	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = bench_mix64(i);
-		for (size_t j = 0; j < 8; j++, r >>= 6)
-			p[i + j] = (uint8_t)alphabet[r & 63];
-	}
-	return p;
 }
 
 /* /proc/self/io: write_bytes and cancelled_write_bytes (every thread, live or not). */
@@ -254,8 +224,8 @@ static void bench_close(struct bench *b)
 static int ingest(const struct opts *o, struct tfs_plog *pl)
 {
 	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
-	uint8_t *keys = malloc((size_t)o->batch * KEY_BYTES);
-	uint8_t *pool = make_pool();
+	uint8_t *keys = malloc((size_t)o->batch * BENCH_KEY_BYTES);
+	uint8_t *pool = bench_make_pool();
 	int rc = 0;
 
 	if (!recs || !keys || !pool) {
@@ -265,10 +235,10 @@ static int ingest(const struct opts *o, struct tfs_plog *pl)
 	for (uint64_t i = 0; i < o->records;) {
 		size_t n = 0;
 		for (; n < o->batch && i < o->records; n++, i++) {
-			uint8_t *kp = keys + n * KEY_BYTES;
-			format_key(kp, i % o->keys);
-			recs[n].key = tfs_slice_make(kp, KEY_BYTES);
-			recs[n].value = tfs_slice_make(pool + (i * POOL_STRIDE) % POOL_BYTES,
+			uint8_t *kp = keys + n * BENCH_KEY_BYTES;
+			bench_format_key(kp, i % o->keys);
+			recs[n].key = tfs_slice_make(kp, BENCH_KEY_BYTES);
+			recs[n].value = tfs_slice_make(pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES,
 			                               o->value_bytes);
 		}
 		rc = tfs_plog_append(pl, recs, n, false, NULL, NULL);
@@ -437,7 +407,7 @@ struct reader {
 static void *reader_main(void *arg)
 {
 	struct reader *rd = arg;
-	uint8_t key[KEY_BYTES];
+	uint8_t key[BENCH_KEY_BYTES];
 	uint64_t x = rd->seed;
 
 	while (!atomic_load_explicit(&rd->stop, memory_order_relaxed)) {
@@ -446,9 +416,9 @@ static void *reader_main(void *arg)
 		int err;
 
 		x = bench_mix64(x);
-		format_key(key, x % rd->keys);
+		bench_format_key(key, x % rd->keys);
 		t0 = now_ns();
-		err = tfs_plog_read_key(rd->pl, tfs_slice_make(key, KEY_BYTES), &rc);
+		err = tfs_plog_read_key(rd->pl, tfs_slice_make(key, BENCH_KEY_BYTES), &rc);
 		t1 = now_ns();
 		if (err < 0) {
 			rd->errors++;
@@ -601,9 +571,9 @@ static int cmd_cycle(const struct opts *o)
 	printf("passes %d passes\n", r.passes);
 	printf("write_bytes %" PRId64 " bytes\n", wb1 - wb0);
 	printf("cancelled_write_bytes %" PRId64 " bytes\n", cw1 - cw0);
-	printf("logical_bytes %" PRIu64 " bytes\n", o->records * (KEY_BYTES + o->value_bytes));
+	printf("logical_bytes %" PRIu64 " bytes\n", o->records * (BENCH_KEY_BYTES + o->value_bytes));
 	printf("live_bytes %" PRIu64 " bytes\n",
-	       (o->records < o->keys ? o->records : o->keys) * (KEY_BYTES + o->value_bytes));
+	       (o->records < o->keys ? o->records : o->keys) * (BENCH_KEY_BYTES + o->value_bytes));
 	return 0;
 }
 
@@ -693,7 +663,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			*(c == OPT_KEYS ? &o->keys : &o->records) = (uint64_t)v;
 			break;
 		case OPT_VALUE:
-			if (parse_i64("--value-bytes", optarg, 0, MAX_VALUE_BYTES, &v) < 0)
+			if (parse_i64("--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &v) < 0)
 				return -EINVAL;
 			o->value_bytes = (unsigned)v;
 			break;

@@ -55,13 +55,8 @@
 #define DEFAULT_VALUE_BYTES 100u
 #define DEFAULT_BATCH 1000u
 #define DEFAULT_DIR "/var/tmp"
-#define KEY_PREFIX "user-"
-#define KEY_DIGITS 7                      /* "user-%07d": 1M keys fit */
-#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
-#define MAX_KEYS 10000000ull              /* 10^KEY_DIGITS */
-#define POOL_BYTES (1u << 20)             /* random value bytes the values are cut from */
+#define MAX_KEYS 10000000ull              /* 10^BENCH_KEY_DIGITS */
 #define POOL_STRIDE 131u                  /* > value size: neighbours never overlap */
-#define MAX_VALUE_BYTES 4096u
 #define MAX_BATCH 100000u
 #define FDCACHE_MAX 1024u
 #define PATH_CAP 4096
@@ -90,31 +85,6 @@ struct open_result {
 	struct tfs_plog_stats st;
 	uint64_t key_bytes;
 };
-
-static void format_key(uint8_t *out, uint64_t k)
-{
-	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
-		out[i] = (uint8_t)('0' + k % 10);
-		k /= 10;
-	}
-}
-
-static uint8_t *make_pool(void)
-{
-	static const char alphabet[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint8_t *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
-
-	if (!p)
-		return NULL;
-	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = bench_mix64(i);
-		for (size_t j = 0; j < 8; j++, r >>= 6)
-			p[i + j] = (uint8_t)alphabet[r & 63];
-	}
-	return p;
-}
 
 static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
@@ -154,8 +124,8 @@ static int build_log(const struct opts *o, const char *path)
 	struct tfs_topic_config cfg;
 	struct tfs_plog *pl = NULL;
 	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
-	uint8_t *keys = malloc((size_t)o->batch * KEY_BYTES);
-	uint8_t *pool = make_pool();
+	uint8_t *keys = malloc((size_t)o->batch * BENCH_KEY_BYTES);
+	uint8_t *pool = bench_make_pool();
 	int rc;
 
 	if (!recs || !keys || !pool) {
@@ -174,10 +144,10 @@ static int build_log(const struct opts *o, const char *path)
 	for (uint64_t i = 0; i < o->records;) {
 		size_t n = 0;
 		for (; n < o->batch && i < o->records; n++, i++) {
-			uint8_t *kp = keys + n * KEY_BYTES;
-			format_key(kp, i % o->keys);
-			recs[n].key = tfs_slice_make(kp, KEY_BYTES);
-			recs[n].value = tfs_slice_make(pool + (i * POOL_STRIDE) % POOL_BYTES, o->value_bytes);
+			uint8_t *kp = keys + n * BENCH_KEY_BYTES;
+			bench_format_key(kp, i % o->keys);
+			recs[n].key = tfs_slice_make(kp, BENCH_KEY_BYTES);
+			recs[n].value = tfs_slice_make(pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES, o->value_bytes);
 		}
 		rc = tfs_plog_append(pl, recs, n, false, NULL, NULL);
 		if (rc < 0)
@@ -267,7 +237,7 @@ static void usage(FILE *f)
 	        "  --keep           keep the built data directory\n"
 	        "  --drop-caches    also time a cold open after dropping the page cache (root)\n"
 	        "  --io KIND        auto, uring or sync (default $TFS_IO, else auto)\n",
-	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, MAX_VALUE_BYTES, DEFAULT_BATCH,
+	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, BENCH_MAX_VALUE_BYTES, DEFAULT_BATCH,
 	        DEFAULT_DIR);
 }
 
@@ -321,7 +291,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -EINVAL;
 			break;
 		case O_VALUE:
-			if (parse_u64("--value-bytes", optarg, 0, MAX_VALUE_BYTES, &v) < 0)
+			if (parse_u64("--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &v) < 0)
 				return -EINVAL;
 			o->value_bytes = (unsigned)v;
 			break;

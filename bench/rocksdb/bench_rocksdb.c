@@ -37,41 +37,11 @@
 #define DEFAULT_KEYS 1000000ull
 #define DEFAULT_VALUE_BYTES 100u
 #define DEFAULT_BATCH 1000u
-#define KEY_PREFIX "user-"
-#define KEY_DIGITS 7
-#define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + KEY_DIGITS)
 #define MAX_KEYS 10000000ull
-#define POOL_BYTES (1u << 20)             /* as bench_append / bench_clean */
 #define POOL_STRIDE 131u
-#define MAX_VALUE_BYTES 4096u
 #define MAX_BATCH 100000u
 #define NS_PER_S 1e9
 #define PROC_IO "/proc/self/io"
-
-static void format_key(char *out, uint64_t k)
-{
-	memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-	for (int i = (int)KEY_BYTES - 1; i >= (int)sizeof(KEY_PREFIX) - 1; i--) {
-		out[i] = (char)('0' + k % 10);
-		k /= 10;
-	}
-}
-
-static char *make_pool(void)
-{
-	static const char alphabet[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *p = malloc(POOL_BYTES + MAX_VALUE_BYTES);
-
-	if (!p)
-		return NULL;
-	for (size_t i = 0; i < POOL_BYTES + MAX_VALUE_BYTES; i += 8) {
-		uint64_t r = bench_mix64(i);
-		for (size_t j = 0; j < 8; j++, r >>= 6)
-			p[i + j] = alphabet[r & 63];
-	}
-	return p;
-}
 
 static int proc_io(int64_t *write_bytes, int64_t *cancelled)
 {
@@ -124,7 +94,7 @@ int main(int argc, char **argv)
 	rocksdb_writeoptions_t *wo = NULL;
 	rocksdb_writebatch_t *wb = NULL;
 	rocksdb_t *db = NULL;
-	char *err = NULL, *pool = NULL, key[KEY_BYTES];
+	char *err = NULL, *pool = NULL, key[BENCH_KEY_BYTES];
 	int64_t wb0, cw0, wb1, cw1;
 	double t0, t_ingest, t_compact, t_close;
 	int c, status = 1;
@@ -134,7 +104,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'r': rc = parse_u64("--records", optarg, 1, UINT64_MAX, &records); break;
 		case 'k': rc = parse_u64("--keys", optarg, 1, MAX_KEYS, &keys); break;
-		case 'v': rc = parse_u64("--value-bytes", optarg, 0, MAX_VALUE_BYTES, &value_bytes); break;
+		case 'v': rc = parse_u64("--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &value_bytes); break;
 		case 'b': rc = parse_u64("--batch", optarg, 1, MAX_BATCH, &batch); break;
 		case 'd': dir = optarg; break;
 		default: rc = -EINVAL; break;
@@ -147,7 +117,7 @@ int main(int argc, char **argv)
 		        "[--value-bytes V] [--batch B]\n");
 		return 2;
 	}
-	pool = make_pool();
+	pool = (char *)bench_make_pool();
 	if (!pool || proc_io(&wb0, &cw0) < 0) {
 		fprintf(stderr, "bench_rocksdb: out of memory or no %s\n", PROC_IO);
 		return 1;
@@ -164,8 +134,8 @@ int main(int argc, char **argv)
 	for (uint64_t i = 0; i < records;) {
 		rocksdb_writebatch_clear(wb);
 		for (uint64_t n = 0; n < batch && i < records; n++, i++) {
-			format_key(key, i % keys);
-			rocksdb_writebatch_put(wb, key, KEY_BYTES, pool + (i * POOL_STRIDE) % POOL_BYTES,
+			bench_format_key((uint8_t *)key, i % keys);
+			rocksdb_writebatch_put(wb, key, BENCH_KEY_BYTES, pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES,
 			                       (size_t)value_bytes);
 		}
 		rocksdb_write(db, wo, wb, &err);
@@ -209,9 +179,9 @@ int main(int argc, char **argv)
 	printf("total_seconds %.3f s\n", t_ingest + t_compact + t_close);
 	printf("write_bytes %" PRId64 " bytes\n", wb1 - wb0);
 	printf("cancelled_write_bytes %" PRId64 " bytes\n", cw1 - cw0);
-	printf("logical_bytes %" PRIu64 " bytes\n", records * (KEY_BYTES + value_bytes));
+	printf("logical_bytes %" PRIu64 " bytes\n", records * (BENCH_KEY_BYTES + value_bytes));
 	printf("live_bytes %" PRIu64 " bytes\n",
-	       (records < keys ? records : keys) * (KEY_BYTES + value_bytes));
+	       (records < keys ? records : keys) * (BENCH_KEY_BYTES + value_bytes));
 	status = 0;
 	goto out;
 fail:
