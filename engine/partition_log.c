@@ -284,7 +284,8 @@ fail:
 	return rc;
 }
 
-int tfs__plog_kops_reserve(struct tfs_plog *pl, size_t n)
+/* Makes room for n key-directory changes in pl->kops. Leader only. */
+static int kops_reserve(struct tfs_plog *pl, size_t n)
 {
 	struct tfs_keydir_op *p;
 
@@ -467,7 +468,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL)
 			nrec += w->count;
 		nops = 0;
-		if (tfs__plog_kops_reserve(pl, nrec) == 0) {
+		if (kops_reserve(pl, nrec) == 0) {
 			for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 				for (size_t i = 0; i < w->count; i++) {
 					const struct tfs_append_rec *r = &w->recs[i];

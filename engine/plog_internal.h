@@ -36,7 +36,7 @@ struct tfs_plog {
 	pthread_mutex_t q_lock;             /* the group-commit queue */
 	struct tfs__waiter *q_head, *q_tail;
 
-	/* used only by the current group-commit leader (and by recovery) */
+	/* used only by the current group-commit leader */
 	struct tfs_batch_builder builder;
 	uint8_t *wbuf;
 	size_t wcap;
@@ -60,9 +60,6 @@ int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
  * fn may read pl->segs without the lock and must publish changes under
  * pl->lock held for writing. Returns fn's result. */
 int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
-
-/* Makes room for n key-directory changes in pl->kops. Leader or recovery only. */
-int tfs__plog_kops_reserve(struct tfs_plog *pl, size_t n);
 
 /* keydir_feed.c: key-directory changes applied on a second thread while the
  * open-time scan goes on. add copies the key; finish waits for every change,
