@@ -137,6 +137,30 @@ int tfs__group_segments(struct tfs_segment *const *segs, int n, int64_t max_byte
 
 /* ---- the per-thread context ---- */
 
+/* What the map build learnt about each offset of [start, start + len), so that the
+ * recopy can decide most records without hashing their keys again (cleaner_pass.c,
+ * "Verdicts"). Valid for the pass that filled it, and only if ok. */
+struct tfs__verdicts {
+	uint64_t *dead;                /* bit i: offset start + i was put and superseded */
+	uint64_t *tomb;                /* bit i: offset start + i was put as a tombstone */
+	size_t words_cap;              /* words allocated in each */
+	tfs_offset_t start;
+	size_t len;                    /* offsets covered, <= words_cap * 64 */
+	/* the batches the build read whole, by (index in the pass's segment list,
+	 * position): [from, to) in that order */
+	int seg_from, seg_to;
+	tfs_pos_t pos_from, pos_to;
+	bool ok;                       /* offsets rose strictly: every bit is one record's */
+};
+
+/* One record of the batch being decided by the recopy. */
+struct tfs__rec_verdict {
+	struct tfs_offset_map_fp fp;   /* when lookup */
+	tfs_offset_t offset;
+	bool lookup;                   /* the map decides it */
+	bool tombstone;
+};
+
 struct tfs__cleaner_ctx {
 	struct tfs_cleaner *c;
 	int slot;                      /* index into the cleaner's per-thread figures */
@@ -153,6 +177,9 @@ struct tfs__cleaner_ctx {
 	size_t hcap;
 	uint8_t *keep;                 /* per-record decisions of the current batch */
 	size_t keep_cap;
+	struct tfs__rec_verdict *rv;   /* per-record scratch of the current batch */
+	size_t rv_cap;
+	struct tfs__verdicts v;
 	struct tfs__txn_state txn;
 	const atomic_bool *abort;      /* the current pass's, for throttle sleeps */
 	char why[TFS_CLEANER_LINE_MAX];/* where and why the last pass failed, or "" */

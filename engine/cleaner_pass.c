@@ -13,13 +13,16 @@
  *      control batches never enter it. When the map is full the build stops at the
  *      first keyed record that does not fit, even mid-segment (KAFKA-3894): the
  *      pass's end offset is then the map's latest offset + 1, else the range's end
- *      (gaps at segment ends are jumped, KAFKA-8764);
+ *      (gaps at segment ends are jumped, KAFKA-8764). Keys are hashed and their
+ *      slots prefetched a few records before they are put (struct map_queue), and
+ *      the build leaves behind which offsets it superseded ("Verdicts");
  *   4. the segments overlapping [log start, end offset) are grouped
  *      (tfs__group_segments: segment.bytes, segment.index.bytes, int32 offset span);
  *   5. each group is recopied into <base>.log.cleaned (decisions below) and swapped
  *      in (cleaner_swap.c) before the next group is read, so the extra disk space
- *      is about one segment; a group whose one segment came through unchanged is
- *      not swapped at all.
+ *      is about one segment; a group of one segment is written only from its first
+ *      change on, and one that came through unchanged is neither written nor
+ *      swapped (struct out_seg).
  *
  * Decisions for one batch (Kafka's checkBatchRetention and shouldRetainRecord):
  *
@@ -38,7 +41,9 @@
  *                 (topicfs keeps .append's records; Kafka drops them as invalid);
  *                 else it survives if its offset >= the map's offset for its key
  *                 and it has a value or its batch's horizon has not passed (or it
- *                 has none yet).
+ *                 has none yet). For a record the build put, the first half is
+ *                 read from its dead bit; a batch whose bits say "all dead" or
+ *                 "all newest, no tombstone" is decided without decoding it.
  *   writing       every record survives and no horizon is needed -> the batch's
  *                 bytes are copied as they are; some survive -> re-encoded with the
  *                 topic's codec (markers keep theirs), same base offset, offset
@@ -50,8 +55,10 @@
  *
  * Offsets are never renumbered: survivors keep their batch and offset delta.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,16 +113,21 @@ static int reader_corrupt(struct tfs__seg_reader *r, const char *why)
 	return TFS_ECORRUPT;
 }
 
-/* Makes [pos, pos + need) available in the window; returns a pointer to pos. */
+/* Makes [pos, pos + need) available in the window; returns a pointer to pos. The
+ * part of it already in the window (a batch cut by the end of the last read) moves
+ * to the front of the buffer, so no byte of the segment is read twice. */
 static const uint8_t *reader_fill(struct tfs__seg_reader *r, size_t need, int *err)
 {
-	size_t want = need > r->chunk ? need : r->chunk;
+	size_t want = need > r->chunk ? need : r->chunk, keep = 0;
+	tfs_pos_t win_end = r->win_start + (tfs_pos_t)r->win_len;
 	ssize_t n;
 
-	if (r->pos >= r->win_start && r->pos + (tfs_pos_t)need <= r->win_start + (tfs_pos_t)r->win_len)
+	if (r->pos >= r->win_start && r->pos + (tfs_pos_t)need <= win_end)
 		return *r->buf + (r->pos - r->win_start);
 	if ((tfs_pos_t)want > r->limit - r->pos)
 		want = (size_t)(r->limit - r->pos);
+	if (r->pos >= r->win_start && r->pos < win_end)
+		keep = (size_t)(win_end - r->pos);    /* < need <= want */
 	if (want > *r->cap) {
 		uint8_t *p = realloc(*r->buf, want);
 		if (!p) {
@@ -125,19 +137,21 @@ static const uint8_t *reader_fill(struct tfs__seg_reader *r, size_t need, int *e
 		*r->buf = p;
 		*r->cap = want;
 	}
-	n = tfs_segment_read(r->seg, *r->buf, want, r->pos);
+	if (keep > 0)
+		memmove(*r->buf, *r->buf + (r->pos - r->win_start), keep);
+	n = tfs_segment_read(r->seg, *r->buf + keep, want - keep, r->pos + (tfs_pos_t)keep);
 	if (n < 0) {
 		*err = (int)n;
 		r->win_len = 0;
 		return NULL;
 	}
 	r->win_start = r->pos;
-	r->win_len = (size_t)n;
+	r->win_len = keep + (size_t)n;
 	if (r->bytes_read)
 		*r->bytes_read += n;
 	if (r->c)
 		tfs__throttle(tfs__cleaner_throttler(r->c), n, r->abort);
-	if ((size_t)n < need) {
+	if (r->win_len < need) {
 		*err = reader_corrupt(r, "segment shorter than its size");
 		return NULL;
 	}
@@ -337,8 +351,8 @@ int tfs__txn_scan(struct tfs__txn_state *t, const struct tfs_seglist *l, uint8_t
 	for (int i = 0; i < l->count; i++) {
 		struct tfs__seg_reader r;
 		struct tfs_batch_header h;
-		const uint8_t *b;
-		tfs_pos_t at;
+		const uint8_t *b = NULL;
+		tfs_pos_t at = 0;
 
 		if (!l->seg[i]->has_producer_ids)
 			continue;
@@ -518,6 +532,9 @@ void tfs__cleaner_ctx_release(struct tfs__cleaner_ctx *x)
 	free(x->wbuf);
 	free(x->hdrs);
 	free(x->keep);
+	free(x->rv);
+	free(x->v.dead);
+	free(x->v.tomb);
 	tfs_batch_builder_release(&x->builder);
 	tfs_record_iter_release(&x->it);
 	tfs__txn_state_release(&x->txn);
@@ -540,7 +557,234 @@ static bool aborted(const struct tfs__pass_in *in)
 	       (in->stop && atomic_load_explicit(in->stop, memory_order_relaxed));
 }
 
+/* ---- verdicts ---- */
+
+/* Verdicts. The map build sees every keyed record of the dirty region in offset
+ * order, and each put tells which offset it made obsolete (tfs_offset_map_put_fp's
+ * superseded). Two bitmaps over the dirty offsets keep that: `dead` (superseded:
+ * the map holds a newer offset for the key) and `tomb` (a tombstone). For a record
+ * that the build put, "offset >= map[key]" is then "its dead bit is clear", so the
+ * recopy decides the dirty region without hashing a key or touching the map, and a
+ * batch whose records are all dead, or all alive with no live tombstone, is decided
+ * by counting its bits, without decoding a record.
+ *
+ * A bit stands for one record only if no offset was put twice and no batch's range
+ * overlaps another's: the build checks that offsets rise strictly (each batch past
+ * the last, each record past the previous one, inside its batch's range) and on any
+ * doubt (a damaged or hand-made log) drops the bitmaps for the pass: the recopy
+ * then asks the map for every record, as Kafka does. The bitmaps cover at most
+ * VERDICT_BUFFER_SHARE-th of the dedupe buffer's bytes each; offsets past that, and
+ * the clean region, are decided by the map. A bit is used only for batches that the
+ * build read whole (before the record that filled the map), found by position. */
+
+/* Each bitmap may take this fraction of the dedupe buffer's size: 1/24 is one bit
+ * per 3 bytes, 44.7M offsets (5.3 MiB) for the default 128 MiB. */
+#define VERDICT_BUFFER_SHARE 24
+#define BITS_PER_WORD 64
+
+static void verdicts_begin(struct tfs__cleaner_ctx *x, tfs_offset_t start, tfs_offset_t end)
+{
+	struct tfs__verdicts *v = &x->v;
+	uint64_t span = (uint64_t)(end - start);
+	uint64_t cap = (uint64_t)(x->map_bytes / VERDICT_BUFFER_SHARE) * CHAR_BIT;
+	size_t len = (size_t)(span < cap ? span : cap);
+	size_t words = (len + BITS_PER_WORD - 1) / BITS_PER_WORD;
+
+	v->ok = false;
+	v->start = start;
+	v->len = 0;
+	v->seg_from = v->seg_to = 0;
+	v->pos_from = v->pos_to = 0;
+	if (words == 0)
+		return;
+	if (words > v->words_cap) {
+		free(v->dead);
+		free(v->tomb);
+		v->dead = malloc(words * sizeof(uint64_t));
+		v->tomb = malloc(words * sizeof(uint64_t));
+		if (!v->dead || !v->tomb) {
+			/* not an error: the recopy asks the map instead */
+			free(v->dead);
+			free(v->tomb);
+			v->dead = v->tomb = NULL;
+			v->words_cap = 0;
+			return;
+		}
+		v->words_cap = words;
+	}
+	memset(v->dead, 0, words * sizeof(uint64_t));
+	memset(v->tomb, 0, words * sizeof(uint64_t));
+	v->len = len;
+	v->ok = true;
+}
+
+static inline bool verdict_covers(const struct tfs__verdicts *v, tfs_offset_t o)
+{
+	return o >= v->start && (uint64_t)(o - v->start) < v->len;
+}
+
+static inline void bit_set(uint64_t *w, uint64_t i)
+{
+	w[i / BITS_PER_WORD] |= 1ull << (i % BITS_PER_WORD);
+}
+
+static inline bool bit_get(const uint64_t *w, uint64_t i)
+{
+	return (w[i / BITS_PER_WORD] >> (i % BITS_PER_WORD)) & 1;
+}
+
+/* Over bits [a, b]: how many are dead, and how many are tombstones not dead. */
+static void verdict_count(const struct tfs__verdicts *v, uint64_t a, uint64_t b, int64_t *dead,
+                          int64_t *live_tombs)
+{
+	uint64_t wa = a / BITS_PER_WORD, wb = b / BITS_PER_WORD;
+
+	*dead = *live_tombs = 0;
+	for (uint64_t w = wa; w <= wb; w++) {
+		uint64_t mask = ~0ull;
+		if (w == wa)
+			mask &= ~0ull << (a % BITS_PER_WORD);
+		if (w == wb && b % BITS_PER_WORD != BITS_PER_WORD - 1)
+			mask &= (1ull << (b % BITS_PER_WORD + 1)) - 1;
+		*dead += __builtin_popcountll(v->dead[w] & mask);
+		*live_tombs += __builtin_popcountll(v->tomb[w] & ~v->dead[w] & mask);
+	}
+}
+
+/* Whether the build read the batch at position pos of segment seg (index in the
+ * pass's list) whole. */
+static bool verdict_read_whole(const struct tfs__verdicts *v, int seg, tfs_pos_t pos)
+{
+	if (seg < v->seg_from || (seg == v->seg_from && pos < v->pos_from))
+		return false;
+	return seg < v->seg_to || (seg == v->seg_to && pos < v->pos_to);
+}
+
 /* ---- the offset map ---- */
+
+/* Keys are hashed and their slots prefetched this many puts ahead of the put that
+ * needs them: enough cache misses in flight to hide most of the memory latency,
+ * few enough that the prefetched lines are still there when their turn comes. */
+#define MAP_AHEAD 16
+
+enum pending_kind { PEND_KEY, PEND_TOMBSTONE, PEND_BATCH_END };
+
+/* A put, or a batch's end, waiting its turn. Applying them strictly in order keeps
+ * every rule of the build as without the queue: a batch's last offset counts only
+ * once all its records went in, and the map fills at the same record. */
+struct pending {
+	struct tfs_offset_map_fp fp;
+	tfs_offset_t offset;        /* the record's; a batch end's: the batch's last */
+	tfs_pos_t end_pos;          /* batch end: position just past the batch */
+	int seg;                    /* batch end: its segment's index in the list */
+	enum pending_kind kind;
+};
+
+struct map_queue {
+	struct pending q[MAP_AHEAD];
+	unsigned head, n;
+	tfs_offset_t order_hi;      /* the largest offset queued: offsets must rise past it */
+};
+
+/* 0, 1 when the map is full (the pass ends before this record), or an error. */
+static int queue_apply(struct tfs__cleaner_ctx *x, const struct pending *p)
+{
+	struct tfs__verdicts *v = &x->v;
+	tfs_offset_t gone;
+	int rc;
+
+	if (p->kind == PEND_BATCH_END) {
+		tfs_offset_map_update_latest_offset(x->map, p->offset);
+		v->seg_to = p->seg;
+		v->pos_to = p->end_pos;
+		return 0;
+	}
+	rc = tfs_offset_map_put_fp(x->map, p->fp, p->offset, &gone);
+	if (rc == -ENOSPC)
+		return 1;
+	if (rc < 0)
+		return rc;
+	if (v->ok) {
+		if (p->kind == PEND_TOMBSTONE && verdict_covers(v, p->offset))
+			bit_set(v->tomb, (uint64_t)(p->offset - v->start));
+		if (gone >= 0 && verdict_covers(v, gone))
+			bit_set(v->dead, (uint64_t)(gone - v->start));
+	}
+	return 0;
+}
+
+static int queue_pop(struct tfs__cleaner_ctx *x, struct map_queue *q)
+{
+	int rc = queue_apply(x, &q->q[q->head]);
+
+	q->head = (q->head + 1) % MAP_AHEAD;
+	q->n--;
+	return rc;
+}
+
+/* Queues p, applying the oldest entry first if the queue is full. 0, 1 (map full:
+ * p is not queued, nothing more may be), or an error. */
+static int queue_push(struct tfs__cleaner_ctx *x, struct map_queue *q, const struct pending *p)
+{
+	if (q->n == MAP_AHEAD) {
+		int rc = queue_pop(x, q);
+		if (rc != 0)
+			return rc;
+	}
+	if (p->kind != PEND_BATCH_END)
+		tfs_offset_map_prefetch(x->map, p->fp);
+	q->q[(q->head + q->n) % MAP_AHEAD] = *p;
+	q->n++;
+	return 0;
+}
+
+static int queue_drain(struct tfs__cleaner_ctx *x, struct map_queue *q)
+{
+	while (q->n > 0) {
+		int rc = queue_pop(x, q);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Queues the keyed records of one data batch (h, b) at or past start. 0, 1 (map
+ * full), TFS_ECORRUPT with *why, or an error; on a damaged record, what came before
+ * it is applied first, so that a map filling there still ends the pass cleanly. */
+static int map_batch(struct tfs__cleaner_ctx *x, struct map_queue *q,
+                     const struct tfs_batch_header *h, const uint8_t *b, tfs_offset_t start,
+                     const char **why)
+{
+	tfs_offset_t last = tfs_batch_last_offset(h);
+	struct tfs_record rec;
+	int rc, qrc;
+
+	rc = tfs_record_iter_reset(&x->it, b, tfs_batch_size(h), why);
+	while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &rec, why)) == 1) {
+		struct pending p;
+
+		rc = 0;
+		if (rec.key_null || rec.offset < start)
+			continue;
+		if (rec.offset <= q->order_hi || rec.offset > last || rec.offset < h->base_offset)
+			x->v.ok = false;
+		else
+			q->order_hi = rec.offset;
+		p.fp = tfs_offset_map_fingerprint(rec.key);
+		p.offset = rec.offset;
+		p.kind = rec.value_null ? PEND_TOMBSTONE : PEND_KEY;
+		p.seg = 0;
+		p.end_pos = 0;
+		qrc = queue_push(x, q, &p);
+		if (qrc != 0)
+			return qrc;
+	}
+	if (rc < 0) {
+		qrc = queue_drain(x, q);
+		return qrc != 0 ? qrc : rc;
+	}
+	return 0;
+}
 
 /* Step 3. Returns 0 (map full or not: see tfs_offset_map_full) or an error. */
 static int build_map(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
@@ -549,26 +793,36 @@ static int build_map(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 {
 	int64_t t0 = mono_us();
 	int idx = tfs__seglist_find(l, start), rc = 0;
+	struct map_queue q = { .head = 0, .n = 0, .order_hi = start - 1 };
 
-	for (int i = idx < 0 ? 0 : idx; i < l->count && l->seg[i]->base_offset < end; i++) {
+	if (idx < 0)
+		idx = 0;
+	x->v.seg_from = x->v.seg_to = idx;
+	for (int i = idx; i < l->count && l->seg[i]->base_offset < end; i++) {
 		struct tfs_segment *seg = l->seg[i];
 		tfs_offset_t next_start = i + 1 < l->count && l->seg[i + 1]->base_offset < end ?
 		                          l->seg[i + 1]->base_offset : end;
+		tfs_pos_t from = tfs_segment_lookup(seg, start);
 		struct tfs__seg_reader r;
 		struct tfs_batch_header h;
-		const uint8_t *b;
-		tfs_pos_t at;
+		const uint8_t *b = NULL;
+		tfs_pos_t at = 0;
 
-		if (aborted(in))
-			return -ECANCELED;
-		tfs__seg_reader_init(&r, seg, tfs_segment_lookup(seg, start), &x->rbuf, &x->rcap,
-		                     x->rchunk, x->c, &st->map_bytes_read);
+		if (aborted(in)) {
+			rc = -ECANCELED;
+			goto out;
+		}
+		if (i == idx)
+			x->v.pos_from = x->v.pos_to = from;
+		tfs__seg_reader_init(&r, seg, from, &x->rbuf, &x->rcap, x->rchunk, x->c,
+		                     &st->map_bytes_read);
 		r.abort = in->abort;
 		r.why = x->why;
 		r.why_cap = sizeof(x->why);
 		while ((rc = tfs__seg_reader_next(&r, &h, &b, &at)) == 1) {
 			tfs_offset_t last = tfs_batch_last_offset(&h);
-			struct tfs_record rec;
+			struct pending p = { .offset = last, .kind = PEND_BATCH_END, .seg = i,
+			                     .end_pos = at + (tfs_pos_t)tfs_batch_size(&h) };
 			const char *why = NULL;
 
 			if (aborted(in)) {
@@ -580,34 +834,44 @@ static int build_map(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 			if (last < start)
 				continue;
 			st->map_records_read += h.records_count;
+			if (h.base_offset >= start && h.base_offset <= q.order_hi)
+				x->v.ok = false;       /* batches overlap: bits would mix them */
 			if (!is_control(&h) &&
 			    !(is_transactional(&h) && aborted_find(&x->txn, h.producer_id, h.base_offset))) {
-				rc = tfs_record_iter_reset(&x->it, b, tfs_batch_size(&h), &why);
-				while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &rec, &why)) == 1) {
-					rc = 0;
-					if (rec.key_null || rec.offset < start)
-						continue;
-					rc = tfs_offset_map_put(x->map, rec.key, rec.offset);
-					if (rc == -ENOSPC) {
-						st->map_full = true;   /* the pass ends here */
-						rc = 0;
-						goto out;
-					}
-				}
+				rc = map_batch(x, &q, &h, b, start, &why);
+				if (rc == 1)
+					goto full;
 				if (rc < 0) {
 					r.pos = at;
 					rc = rc == TFS_ECORRUPT ? reader_corrupt(&r, why) : rc;
 					goto out;
 				}
 			}
-			tfs_offset_map_update_latest_offset(x->map, last);
+			if (last > q.order_hi)
+				q.order_hi = last;
+			rc = queue_push(x, &q, &p);
+			if (rc == 1)
+				goto full;
+			if (rc < 0)
+				goto out;
 		}
 		if (rc < 0)
 			goto out;
 		/* the whole segment fitted: jump the offset gap up to the next one */
+		rc = queue_drain(x, &q);
+		if (rc == 1)
+			goto full;
+		if (rc < 0)
+			goto out;
 		tfs_offset_map_update_latest_offset(x->map, next_start - 1);
+		if (next_start - 1 > q.order_hi)
+			q.order_hi = next_start - 1;
 		shrink_rbuf(x);
 	}
+	goto out;
+full:
+	st->map_full = true;   /* the pass ends here */
+	rc = 0;
 out:
 	shrink_rbuf(x);
 	st->map_us += mono_us() - t0;
@@ -616,10 +880,16 @@ out:
 
 /* ---- recopying one group ---- */
 
+/* The cleaned segment being written. A group of one segment is written lazily:
+ * while every batch comes through as it was (changed false), the output is the
+ * source's own prefix [0, pos), so nothing is written; at the first difference that
+ * prefix is copied in (out_diverge) and writing goes on from there. A segment that
+ * comes through whole is then neither written nor swapped. */
 struct out_seg {
 	struct tfs_segment *seg;
+	struct tfs_segment *src;  /* the group's one source (read while !changed) */
 	int fd;
-	tfs_pos_t pos;          /* bytes accepted (in the file or the buffer) */
+	tfs_pos_t pos;          /* bytes accepted (in the file, the buffer, or held back) */
 	tfs_pos_t flushed;      /* bytes in the file */
 	bool changed;           /* differs from a plain copy of the single source */
 };
@@ -640,6 +910,35 @@ static int out_flush(struct tfs__cleaner_ctx *x, struct out_seg *o, struct tfs__
 	return 0;
 }
 
+/* The output is about to differ from its one source: write the prefix held back. */
+static int out_diverge(struct tfs__cleaner_ctx *x, struct out_seg *o, struct tfs__clean_stats *st)
+{
+	tfs_pos_t done = 0;
+
+	if (o->changed)
+		return 0;
+	o->changed = true;
+	/* nothing is buffered while unchanged, so wbuf is free to carry the copy */
+	while (done < o->pos) {
+		size_t want = (size_t)(o->pos - done) < x->wcap ? (size_t)(o->pos - done) : x->wcap;
+		ssize_t n = tfs_segment_read(o->src, x->wbuf, want, done);
+		int rc;
+
+		if (n < 0)
+			return (int)n;
+		if ((size_t)n != want)
+			return -EIO;    /* a sealed segment shorter than it was read */
+		st->bytes_read += n;
+		tfs__throttle(tfs__cleaner_throttler(x->c), n, x->abort);
+		x->wlen = (size_t)n;
+		rc = out_flush(x, o, st);
+		if (rc < 0)
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
 /* Appends one output batch (h describes it) to the cleaned segment. */
 static int out_emit(struct tfs__cleaner_ctx *x, struct out_seg *o, const uint8_t *bytes, size_t len,
                     const struct tfs_batch_header *h, struct tfs__clean_stats *st)
@@ -657,6 +956,10 @@ static int out_emit(struct tfs__cleaner_ctx *x, struct out_seg *o, const uint8_t
 		return rc;
 	if (h->producer_id >= 0)
 		o->seg->has_producer_ids = true;
+	if (!o->changed) {
+		o->pos += (tfs_pos_t)len;   /* the source's bytes, at the same position */
+		return 0;
+	}
 	if (x->wlen + len > x->wcap) {
 		rc = out_flush(x, o, st);
 		if (rc < 0)
@@ -760,12 +1063,106 @@ struct group_ctx {
 	tfs_offset_t upper_bound;       /* first uncleanable offset of the pass */
 };
 
-/* Decides and writes one source batch. */
+/* Where a source batch sits: its segment's index in the pass's list, its position. */
+struct batch_at {
+	int seg;
+	tfs_pos_t pos;
+};
+
+static int reserve_decisions(struct tfs__cleaner_ctx *x, size_t n)
+{
+	size_t ncap;
+
+	if (n <= x->keep_cap && n <= x->rv_cap)
+		return 0;
+	ncap = x->keep_cap > x->rv_cap ? x->keep_cap : x->rv_cap;
+	if (ncap < KEEP_INITIAL_CAP)
+		ncap = KEEP_INITIAL_CAP;
+	while (ncap < n)
+		ncap *= 2;
+	if (ncap > x->keep_cap) {
+		uint8_t *p = realloc(x->keep, ncap);
+		if (!p)
+			return -ENOMEM;
+		x->keep = p;
+		x->keep_cap = ncap;
+	}
+	if (ncap > x->rv_cap) {
+		struct tfs__rec_verdict *p = realloc(x->rv, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		x->rv = p;
+		x->rv_cap = ncap;
+	}
+	return 0;
+}
+
+/* Decides every record of a batch that is not dropped whole: fills x->keep[] and
+ * returns 0 with *kept and *tombstone_kept, or an error. Records the map must decide
+ * are hashed and prefetched on the way through and looked up afterwards, so that
+ * their cache misses overlap. */
+static int decide_records(struct tfs__cleaner_ctx *x, const struct group_ctx *g,
+                          const struct tfs_batch_header *h, const uint8_t *b, bool drop_records,
+                          bool retain_deletes, bool use_bits, int32_t *kept,
+                          bool *tombstone_kept)
+{
+	const struct tfs__verdicts *v = &x->v;
+	bool control = is_control(h);
+	struct tfs_record r;
+	const char *why = NULL;
+	size_t n = 0;
+	int rc;
+
+	*kept = 0;
+	*tombstone_kept = false;
+	rc = tfs_record_iter_reset(&x->it, b, tfs_batch_size(h), &why);
+	while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
+		struct tfs__rec_verdict *rv;
+		bool keep = false;
+
+		rc = reserve_decisions(x, n + 1);
+		if (rc < 0)
+			return rc;
+		rv = &x->rv[n];
+		rv->offset = r.offset;
+		rv->tombstone = r.value_null && !control;
+		rv->lookup = false;
+		if (drop_records)
+			keep = false;
+		else if (control || r.offset > g->latest || r.key_null)
+			keep = true;
+		else if (use_bits && verdict_covers(v, r.offset))
+			keep = !bit_get(v->dead, (uint64_t)(r.offset - v->start)) &&
+			       (!r.value_null || retain_deletes);
+		else {
+			rv->fp = tfs_offset_map_fingerprint(r.key);
+			rv->lookup = true;
+			tfs_offset_map_prefetch(x->map, rv->fp);
+		}
+		x->keep[n++] = keep;
+	}
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const struct tfs__rec_verdict *rv = &x->rv[i];
+		if (rv->lookup)
+			x->keep[i] = rv->offset >= tfs_offset_map_get_fp(x->map, rv->fp) &&
+			             (!rv->tombstone || retain_deletes);
+		if (x->keep[i]) {
+			(*kept)++;
+			*tombstone_kept |= rv->tombstone;
+		}
+	}
+	return 0;
+}
+
+/* Decides and writes one source batch (at where in the source). */
 static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct out_seg *o,
-                        const struct tfs_batch_header *h, const uint8_t *b,
+                        const struct tfs_batch_header *h, const uint8_t *b, struct batch_at where,
                         struct tfs__clean_stats *st)
 {
 	const struct tfs__pass_in *in = g->in;
+	const struct tfs__verdicts *v = &x->v;
 	int64_t now = in->now_ms;
 	bool control = is_control(h);
 	bool has_horizon = h->attributes & TFS_ATTR_DELETE_HORIZON;
@@ -773,56 +1170,44 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 	bool can_discard = txn_can_discard(x, h, b);
 	bool drop_records = control ? (can_discard && has_horizon && horizon <= now) : can_discard;
 	bool retain_empty = false, retain_deletes = !has_horizon || now < horizon;
+	tfs_offset_t last = tfs_batch_last_offset(h);
 	size_t size = tfs_batch_size(h);
-	int32_t count = h->records_count, kept = 0, i = 0;
-	bool tombstone_kept = false, need_horizon;
+	int32_t count = h->records_count, kept = -1;
+	bool tombstone_kept = false, need_horizon, use_bits, by_bits = false;
 	struct tfs_record r;
 	const char *why = NULL;
-	int rc;
+	int rc, i = 0;
 
 	st->records_read += count;
 	if (h->producer_id >= 0 && is_last_batch_of_producer(x, h, now))
 		retain_empty = true;
-	else if (tfs_batch_last_offset(h) + 1 == g->upper_bound)
+	else if (last + 1 == g->upper_bound)
 		retain_empty = true;     /* keeps the offset just before the uncleanable part */
 	else if (drop_records) {
 		st->records_dropped += count;
 		st->batches_dropped++;
-		o->changed = true;
-		return 0;
+		return out_diverge(x, o, st);
 	}
 
-	if ((size_t)count > x->keep_cap) {
-		size_t ncap = x->keep_cap ? x->keep_cap : KEEP_INITIAL_CAP;
-		while (ncap < (size_t)count)
-			ncap *= 2;
-		uint8_t *p = realloc(x->keep, ncap);
-		if (!p)
-			return -ENOMEM;
-		x->keep = p;
-		x->keep_cap = ncap;
+	use_bits = v->ok && !control && !drop_records && verdict_read_whole(v, where.seg, where.pos);
+	if (use_bits && count > 0 && h->base_offset >= v->start && last <= g->latest &&
+	    verdict_covers(v, last)) {
+		/* every record of it went into the map: its bits decide it whole */
+		int64_t dead, live_tombs;
+		verdict_count(v, (uint64_t)(h->base_offset - v->start), (uint64_t)(last - v->start),
+		              &dead, &live_tombs);
+		if (dead == count)
+			kept = 0;
+		else if (dead == 0 && live_tombs == 0)
+			kept = count;
+		by_bits = kept >= 0;
 	}
-	rc = tfs_record_iter_reset(&x->it, b, size, &why);
-	while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
-		bool keep;
-		rc = 0;
-		if (drop_records)
-			keep = false;
-		else if (control || r.offset > g->latest || r.key_null)
-			keep = true;
-		else
-			keep = r.offset >= tfs_offset_map_get(x->map, r.key) &&
-			       (!r.value_null || retain_deletes);
-		if (i < count)
-			x->keep[i] = keep;
-		i++;
-		if (keep) {
-			kept++;
-			tombstone_kept |= r.value_null && !control;
-		}
+	if (kept < 0) {
+		rc = decide_records(x, g, h, b, drop_records, retain_deletes, use_bits, &kept,
+		                    &tombstone_kept);
+		if (rc < 0)
+			return rc;
 	}
-	if (rc < 0)
-		return rc == TFS_ECORRUPT ? TFS_ECORRUPT : rc;
 	st->records_kept += kept;
 	st->records_dropped += count - kept;
 	need_horizon = (tombstone_kept || (control && can_discard)) && !has_horizon;
@@ -836,20 +1221,27 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 		struct tfs_batch_header eh;
 		if (!retain_empty) {
 			st->batches_dropped++;
-			o->changed = true;
-			return 0;
+			return out_diverge(x, o, st);
 		}
 		tfs_batch_write_empty(h, empty);
 		(void)tfs_batch_header_decode(empty, sizeof(empty), &eh, NULL);
 		/* an empty batch kept as it was is no change */
-		if (!(count == 0 && size == sizeof(empty) && !memcmp(empty, b, size)))
-			o->changed = true;
+		if (!(count == 0 && size == sizeof(empty) && !memcmp(empty, b, size))) {
+			rc = out_diverge(x, o, st);
+			if (rc < 0)
+				return rc;
+		}
 		st->batches_emptied++;
 		return out_emit(x, o, empty, sizeof(empty), &eh, st);
 	}
-	o->changed = true;
+	rc = out_diverge(x, o, st);
+	if (rc < 0)
+		return rc;
 
-	/* some survive: re-encode them */
+	/* some survive: re-encode them. x->keep[] is decide_records': a batch decided
+	 * by its bits keeps all (no tombstone, so no horizon) or nothing. */
+	assert(!by_bits);
+	(void)by_bits;               /* read by the assert only */
 	{
 		struct tfs_batch_params p = {
 			.base_offset = h->base_offset,
@@ -875,7 +1267,6 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 		}
 		tfs_batch_builder_reset(&x->builder, &p);
 		rc = tfs_record_iter_reset(&x->it, b, size, &why);
-		i = 0;
 		while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
 			struct tfs_record_in ri;
 			rc = 0;
@@ -915,9 +1306,10 @@ static void discard_cleaned(struct tfs_plog *pl, struct out_seg *o)
 	o->seg = NULL;
 }
 
-/* Step 5 for one group segs[0..n). */
+/* Step 5 for one group segs[0..n), which start at index first of the pass's list. */
 static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
-                       struct tfs_segment *const *segs, int n, struct tfs__clean_stats *st)
+                       struct tfs_segment *const *segs, int n, int first,
+                       struct tfs__clean_stats *st)
 {
 	struct tfs_plog *pl = g->in->pl;
 	struct out_seg o = { 0 };
@@ -938,13 +1330,14 @@ static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
 	o.seg->sealed = true;
 	o.seg->created_ms = segs[n - 1]->created_ms;
 	o.changed = n > 1;
+	o.src = segs[0];
 	x->wlen = 0;
 
 	for (int k = 0; k < n; k++) {
 		struct tfs__seg_reader r;
 		struct tfs_batch_header h;
-		const uint8_t *b;
-		tfs_pos_t at;
+		const uint8_t *b = NULL;
+		tfs_pos_t at = 0;
 
 		st->size_before += tfs_segment_size(segs[k]);
 		tfs__seg_reader_init(&r, segs[k], 0, &x->rbuf, &x->rcap, x->rchunk, x->c, &st->bytes_read);
@@ -956,7 +1349,7 @@ static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
 				rc = -ECANCELED;
 				break;
 			}
-			rc = filter_batch(x, g, &o, &h, b, st);
+			rc = filter_batch(x, g, &o, &h, b, (struct batch_at){ first + k, at }, st);
 			if (rc < 0) {
 				if (rc == TFS_ECORRUPT) {
 					r.pos = at;
@@ -1040,9 +1433,12 @@ int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 	st->first_dirty = lc.first_dirty;
 	st->first_uncleanable = lc.first_uncleanable;
 
-	tfs_offset_map_clear(x->map);
+	/* The map build puts records of [first dirty, first uncleanable) only, one per
+	 * offset, so that span bounds the keys it can meet. */
+	tfs_offset_map_reset(x->map, (size_t)(lc.first_uncleanable - lc.first_dirty));
 	if (lc.first_dirty > 0)
 		tfs_offset_map_update_latest_offset(x->map, lc.first_dirty - 1);
+	verdicts_begin(x, lc.first_dirty, lc.first_uncleanable);
 	if (lc.first_dirty < lc.first_uncleanable) {
 		rc = build_map(x, in, l, lc.first_dirty, lc.first_uncleanable, st);
 		if (rc < 0)
@@ -1075,7 +1471,7 @@ int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 			goto out;
 		}
 		st->groups++;
-		rc = clean_group(x, &g, l->seg + from, ends[gi] - from, st);
+		rc = clean_group(x, &g, l->seg + from, ends[gi] - from, from, st);
 		if (rc < 0)
 			goto out;
 	}

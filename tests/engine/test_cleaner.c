@@ -838,6 +838,337 @@ static void a_delete_only_topic_is_not_compacted(void **state)
 	assert_false(fx_info(f).compacted);
 }
 
+/* Appends n records as one batch: keys[i] = values[i] (a NULL value: a tombstone). */
+static void put_batch(struct fx *f, int n, const char *const *keys, const char *const *values)
+{
+	struct tfs_append_rec r[64];
+
+	assert_true(n > 0 && n <= 64);
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < n; i++) {
+		r[i].key = tfs_slice_make(keys[i], strlen(keys[i]));
+		r[i].value = tfs_slice_make(values[i], values[i] ? strlen(values[i]) : 0);
+		r[i].value_null = values[i] == NULL;
+	}
+	assert_int_equal(tfs_plog_append(f->pl, r, (size_t)n, false, NULL, NULL), 0);
+}
+
+/* A batch of n records "<prefix><first + i>" = "<value>.<first + i>". */
+static void put_run(struct fx *f, const char *prefix, int first, int n, const char *value)
+{
+	char kb[64][32], vb[64][48];
+	const char *k[64], *v[64];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(kb[i], sizeof(kb[i]), "%s%d", prefix, first + i);
+		snprintf(vb[i], sizeof(vb[i]), "%s.%d", value, first + i);
+		k[i] = kb[i];
+		v[i] = vb[i];
+	}
+	put_batch(f, n, k, v);
+}
+
+static void last_clean_has(struct fx *f, const char *what)
+{
+	char line[TFS_CLEANER_LINE_MAX];
+
+	assert_int_equal(tfs_cleaner_last_clean(f->c, f->pl, line, sizeof(line)), 0);
+	if (!strstr(line, what))
+		fail_msg("last_clean \"%s\" lacks \"%s\"", line, what);
+}
+
+/* Batches of many records, decided whole where the map build's bits allow (all
+ * superseded: dropped; all newest and no tombstone: copied) and record by record
+ * where they do not (some superseded; a live tombstone to stamp). */
+static void batches_die_survive_or_split_by_their_records(void **state)
+{
+	struct fx *f = *state;
+	const char *tk[2] = { "k9", "x" }, *tv[2] = { NULL, "y" };
+	struct fx_digest before;
+	struct tfs_batch_header *h;
+	const struct tfs_batch_header *b;
+	tfs_offset_t *offs;
+	size_t n;
+
+	fx_open(f);
+	put_run(f, "k", 0, 10, "r0");                 /* 0..9: all superseded */
+	put_run(f, "k", 0, 10, "r1");                 /* 10..19: all superseded */
+	put_run(f, "k", 0, 10, "r2");                 /* 20..29: k5..k8 survive */
+	put_run(f, "k", 0, 5, "r3");                  /* 30..34: all survive */
+	put_batch(f, 2, tk, tv);                      /* 35, 36: a tombstone and x */
+	fx_roll(f);
+	fx_put(f, "active", "a");
+	f->now = FX_T0;
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 12);                      /* with "active" at 37 */
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(offs[i], 25 + (tfs_offset_t)i);
+	for (size_t i = 4; i < 12; i++)
+		assert_int_equal(offs[i], 30 + (tfs_offset_t)(i - 4));
+	free(offs);
+	last_clean_has(f, "records kept 11, dropped 26");
+	fx_value_is(f->pl, "k3", "r3.3");
+	fx_value_is(f->pl, "k7", "r2.7");
+	fx_value_is(f->pl, "k9", NULL);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_digest_equal(before, fx_kd_digest(f->pl));
+	h = fx_batches(f->pl, &n);
+	b = batch_of(h, n, 25);
+	assert_non_null(b);
+	assert_int_equal(b->base_offset, 20);         /* rebuilt in place, deltas kept */
+	assert_int_equal(b->records_count, 4);
+	assert_int_equal(b->last_offset_delta, 9);
+	assert_int_equal(batch_of(h, n, 30)->records_count, 5);
+	b = batch_of(h, n, 35);
+	assert_true(b->attributes & TFS_ATTR_DELETE_HORIZON);
+	assert_int_equal(b->base_timestamp, FX_T0 + f->cfg.delete_retention_ms);
+	assert_null(batch_of(h, n, 5));
+	free(h);
+	assert_true(fx_verify_files(f->path) > 0);
+	fx_reopen(f);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_digest_equal(before, fx_kd_digest(f->pl));
+}
+
+/* A map that is larger than one key but smaller than the dirty region still stops
+ * exactly after floor(slots × load factor) distinct keys, whatever table it uses. */
+static void a_full_map_stops_after_exactly_max_entries_keys(void **state)
+{
+	struct fx *f = *state;
+	struct fx_digest before;
+	size_t n;
+
+	f->ccfg.dedupe_buffer_size = 100 * 24;        /* 100 slots, 90 keys at 0.9 */
+	fx_open(f);
+	for (int i = 0; i < 200; i += 20)
+		put_run(f, "key-", i, 20, "v");
+	fx_roll(f);
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(fx_info(f).first_dirty_offset, 90);   /* key-90 did not fit */
+	last_clean_has(f, "dedupe buffer too small");
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(fx_info(f).first_dirty_offset, 180);
+	assert_int_equal(fx_clean(f), 0);
+	assert_int_equal(fx_info(f).first_dirty_offset, 200);
+	free(fx_offsets(f->pl, &n));
+	assert_int_equal(n, 200);                     /* no key was written twice */
+	fx_digest_equal(before, fx_log_digest(f->pl));
+}
+
+/* The map fills inside a batch: what it mapped is decided by it, the rest of the
+ * batch is kept, and the next pass goes on from the first unmapped offset. */
+static void a_map_that_fills_inside_a_batch(void **state)
+{
+	struct fx *f = *state;
+	const char *k[6] = { "a", "b", "a", "c", "d", "a" };
+	const char *v[6] = { "1", "1", "2", "1", "1", "3" };
+	struct fx_digest before;
+	tfs_offset_t *offs;
+	size_t n;
+
+	f->ccfg.dedupe_buffer_size = 3 * 24;
+	f->ccfg.io_buffer_load_factor = 1.0;
+	fx_open(f);
+	put_batch(f, 6, k, v);
+	fx_roll(f);
+	fx_put(f, "z", "1");
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);             /* maps a, b, a, c; d does not fit */
+	assert_int_equal(fx_info(f).first_dirty_offset, 4);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 6);                       /* a(0) went; z(6) is active */
+	assert_int_equal(offs[0], 1);
+	free(offs);
+	assert_int_equal(fx_clean(f), 0);             /* maps d, a(5): a(2) goes */
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 5);
+	assert_int_equal(offs[0], 1);
+	assert_int_equal(offs[1], 3);
+	assert_int_equal(offs[2], 4);
+	assert_int_equal(offs[3], 5);
+	free(offs);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_value_is(f->pl, "a", "3");
+}
+
+/* Offsets beyond what the pass's bitmaps cover (1/24 of a tiny dedupe buffer: 800
+ * offsets) and the clean region of a later pass are decided by the map. */
+static void offsets_past_the_bitmaps_are_decided_by_the_map(void **state)
+{
+	struct fx *f = *state;
+	struct fx_digest before;
+	tfs_offset_t *offs;
+	size_t n;
+
+	f->ccfg.dedupe_buffer_size = 100 * 24;
+	fx_open(f);
+	for (int round = 0; round < 20; round++) {
+		char v[16];
+		snprintf(v, sizeof(v), "r%d", round);
+		put_run(f, "k", 0, 50, v);
+	}
+	fx_roll(f);
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 50);
+	assert_int_equal(offs[0], 950);
+	free(offs);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	/* a second pass: 20 of the 50 clean records are superseded (their batch is
+	 * split by the map), the new batch is copied on its bits */
+	put_run(f, "k", 0, 20, "r20");
+	fx_roll(f);
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 50);
+	assert_int_equal(offs[0], 970);
+	assert_int_equal(offs[30], 1000);
+	free(offs);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_digest_equal(before, fx_kd_digest(f->pl));
+	assert_true(fx_verify_files(f->path) > 0);
+}
+
+/* A group of one segment is written only from its first change on: a segment that
+ * comes through whole is neither written nor replaced, one that changes gets the
+ * unchanged prefix copied in. */
+static void only_changed_segments_are_written(void **state)
+{
+	struct fx *f = *state;
+	char p0[8192], p1[8192];
+	uint8_t *a = NULL, *c = NULL;
+	long na, nc;
+	struct stat st0, st1;
+	struct fx_digest before;
+	tfs_offset_t *offs;
+	size_t n;
+	char want[64];
+
+	fx_open(f);
+	fx_put(f, "a", "1");
+	fx_put(f, "b", "1");
+	fx_put(f, "c", "1");
+	fx_roll(f);
+	fx_put(f, "d", "1");
+	fx_put(f, "e", "1");
+	fx_roll(f);
+	fx_put(f, "b", "2");
+	fx_roll(f);
+	snprintf(p0, sizeof(p0), "%s/%020d.log", f->path, 0);
+	snprintf(p1, sizeof(p1), "%s/%020d.log", f->path, 3);
+	na = t_read_file(p0, &a);
+	assert_int_equal(stat(p1, &st0), 0);
+	f->cfg.segment_bytes = 1;                     /* every segment a group of its own */
+	fx_set_config(f);
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 5);
+	assert_int_equal(offs[0], 0);
+	assert_int_equal(offs[1], 2);
+	free(offs);
+	nc = t_read_file(p0, &c);
+	/* a's batch is the old prefix, then c's batch, which followed b's */
+	assert_int_equal(nc, na - na / 3);
+	assert_memory_equal(c, a, (size_t)(na / 3));
+	assert_memory_equal(c + na / 3, a + 2 * (na / 3), (size_t)(na / 3));
+	assert_int_equal(stat(p1, &st1), 0);
+	assert_true(st0.st_ino == st1.st_ino);        /* d, e: untouched */
+	snprintf(want, sizeof(want), "wrote %ld bytes", nc);
+	last_clean_has(f, want);                      /* nothing else was written */
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_no_leftovers(f);
+	free(a);
+	free(c);
+	fx_reopen(f);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+}
+
+/* Read and write buffers far smaller than a batch (log.cleaner.io.buffer.size 1 KiB:
+ * 512 bytes each): batches straddle every read, and output goes around the write
+ * buffer; the result is the same as with room to spare. */
+static void batches_larger_than_the_io_buffers(void **state)
+{
+	struct fx *f = *state;
+	struct fx_digest before;
+	tfs_offset_t *offs;
+	size_t n;
+
+	f->ccfg.io_buffer_size = 1024;
+	fx_open(f);
+	for (int round = 0; round < 6; round++) {
+		char v[24];
+		snprintf(v, sizeof(v), "r%d-padding", round);
+		fx_put(f, "small", v);                    /* so that a read starts mid-window */
+		put_run(f, "key-with-some-length-", round % 2 ? 0 : 3, 20, v);
+	}
+	fx_roll(f);
+	before = fx_log_digest(f->pl);
+	assert_int_equal(fx_clean(f), 0);
+	offs = fx_offsets(f->pl, &n);
+	assert_int_equal(n, 24);                      /* keys 0..22 and small, each once */
+	free(offs);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+	fx_digest_equal(before, fx_kd_digest(f->pl));
+	assert_true(fx_verify_files(f->path) > 0);
+	fx_no_leftovers(f);
+	fx_reopen(f);
+	fx_digest_equal(before, fx_log_digest(f->pl));
+}
+
+/* Runs one pass of f's partition on a context of its own (as a cleaner thread
+ * does), so that the test can look at the context's offset map afterwards. */
+static void pass_on_ctx(struct fx *f, struct tfs__cleaner_ctx *x, tfs_offset_t checkpoint,
+                        struct tfs__clean_stats *st)
+{
+	atomic_bool abort_flag = false;
+	struct tfs__pass_in in = { .pl = f->pl, .name = "t-0", .cfg = f->cfg, .now_ms = f->now,
+	                           .checkpoint = checkpoint, .abort = &abort_flag, .stop = NULL };
+
+	assert_int_equal(tfs__clean_pass(x, &in, st), 0);
+}
+
+/* The map's live table fits the dirty region: a pass over 10 offsets uses 16 slots
+ * of a 43690-slot buffer (10 / 0.9 rounded up to a power of two), one over more
+ * offsets than the buffer holds keys uses the whole buffer and stops where the
+ * full rule says. */
+static void a_small_dirty_range_gets_a_small_table(void **state)
+{
+	struct fx *f = *state;
+	struct tfs__cleaner_ctx x;
+	struct tfs__clean_stats st;
+
+	fx_open(f);
+	put_run(f, "k", 0, 10, "v");
+	fx_roll(f);
+	assert_int_equal(tfs__cleaner_ctx_init(&x, f->c, 0, 1 << 20, 0.9, 1 << 16), 0);
+	pass_on_ctx(f, &x, -1, &st);
+	assert_int_equal(tfs_offset_map_slots(x.map), 43690);
+	assert_int_equal(tfs_offset_map_live_slots(x.map), 16);
+	assert_int_equal(tfs_offset_map_size(x.map), 10);
+	assert_int_equal(st.end_offset, 10);
+	assert_false(st.map_full);
+	assert_int_equal(tfs_offset_map_check(x.map), 0);
+	tfs__cleaner_ctx_release(&x);
+
+	/* 200 new keys for a buffer of 100 slots (90 keys): all of it, full at key 90 */
+	for (int i = 0; i < 200; i += 20)
+		put_run(f, "key-", i, 20, "w");
+	fx_roll(f);
+	assert_int_equal(tfs__cleaner_ctx_init(&x, f->c, 0, 100 * 24, 0.9, 1 << 16), 0);
+	pass_on_ctx(f, &x, 10, &st);
+	assert_int_equal(tfs_offset_map_live_slots(x.map), 100);
+	assert_true(st.map_full);
+	assert_int_equal(st.end_offset, 10 + 90);
+	assert_int_equal(tfs_offset_map_check(x.map), 0);
+	tfs__cleaner_ctx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -866,6 +1197,13 @@ int main(void)
 		T(regions_and_dirty_ratio_follow_the_checkpoint),
 		T(min_compaction_lag_keeps_young_segments_dirty),
 		T(a_delete_only_topic_is_not_compacted),
+		T(batches_die_survive_or_split_by_their_records),
+		T(a_full_map_stops_after_exactly_max_entries_keys),
+		T(a_map_that_fills_inside_a_batch),
+		T(offsets_past_the_bitmaps_are_decided_by_the_map),
+		T(only_changed_segments_are_written),
+		T(batches_larger_than_the_io_buffers),
+		T(a_small_dirty_range_gets_a_small_table),
 #undef T
 	};
 	return cmocka_run_group_tests_name("cleaner", tests, NULL, NULL);

@@ -320,6 +320,122 @@ static void test_million_keys(void **state)
 	tfs_offset_map_destroy(m);
 }
 
+/* A pass over a small dirty region gets a small live table: enough slots for the
+ * bound at the load factor, rounded up to a power of two; the whole arena again
+ * after clear. */
+static void a_small_bound_gets_a_small_live_table(void **state)
+{
+	(void)state;
+	struct tfs_offset_map *m = make(1 << 20, DEFAULT_LOAD_FACTOR);   /* 43690 slots */
+
+	assert_int_equal(tfs_offset_map_live_slots(m), tfs_offset_map_slots(m));
+	tfs_offset_map_reset(m, 100);                 /* 100 / 0.9 = 112 -> 128 */
+	assert_int_equal(tfs_offset_map_live_slots(m), 128);
+	assert_int_equal(tfs_offset_map_max_entries(m), 39321);   /* unchanged */
+	for (long i = 0; i < 100; i++)
+		assert_int_equal(put_i(m, i, i), 0);
+	for (long i = 0; i < 100; i++)
+		assert_int_equal(get_i(m, i), i);
+	assert_int_equal(get_i(m, 100), TFS_OFFSET_NONE);
+	assert_int_equal(tfs_offset_map_live_slots(m), 128);     /* no growth needed */
+	assert_int_equal(tfs_offset_map_check(m), 0);
+
+	tfs_offset_map_reset(m, 0);                   /* an empty range: one slot */
+	assert_int_equal(tfs_offset_map_live_slots(m), 1);
+	assert_int_equal(get_i(m, 5), TFS_OFFSET_NONE);
+	assert_int_equal(tfs_offset_map_check(m), 0);
+	tfs_offset_map_reset(m, 39321);               /* as many as max_entries: all */
+	assert_int_equal(tfs_offset_map_live_slots(m), tfs_offset_map_slots(m));
+	tfs_offset_map_reset(m, 30000);               /* 2^15 < 33334 needed: all 43690 */
+	assert_int_equal(tfs_offset_map_live_slots(m), tfs_offset_map_slots(m));
+	tfs_offset_map_clear(m);
+	assert_int_equal(tfs_offset_map_live_slots(m), tfs_offset_map_slots(m));
+	for (long i = 0; i < 100; i++)
+		assert_int_equal(get_i(m, i), TFS_OFFSET_NONE);   /* the small round is gone */
+	assert_int_equal(tfs_offset_map_check(m), 0);
+	tfs_offset_map_destroy(m);
+}
+
+/* More keys than the bound promised: the live table grows into the arena and keeps
+ * every key; the map still fills at max_entries, at the same put as a map that was
+ * never confined. */
+static void the_full_rule_ignores_the_live_table(void **state)
+{
+	(void)state;
+	struct tfs_offset_map *small = make(1000 * ENTRY_BYTES, DEFAULT_LOAD_FACTOR);
+	struct tfs_offset_map *whole = make(1000 * ENTRY_BYTES, DEFAULT_LOAD_FACTOR);
+	long i, refused_small = -1, refused_whole = -1;
+
+	tfs_offset_map_reset(small, 4);
+	assert_int_equal(tfs_offset_map_live_slots(small), 8);
+	for (i = 0; i < 2000; i++) {
+		int a = put_i(small, i % 1500, i), b = put_i(whole, i % 1500, i);
+		assert_int_equal(a, b);
+		if (a == -ENOSPC && refused_small < 0)
+			refused_small = i;
+		if (b == -ENOSPC && refused_whole < 0)
+			refused_whole = i;
+	}
+	assert_int_equal(refused_small, 900);           /* floor(1000 × 0.9) keys went in */
+	assert_int_equal(refused_whole, refused_small);
+	assert_int_equal(tfs_offset_map_live_slots(small), 1000);
+	assert_int_equal(tfs_offset_map_size(small), 900);
+	assert_int_equal(tfs_offset_map_latest_offset(small), 899);
+	for (i = 0; i < 900; i++)
+		assert_int_equal(get_i(small, i), i);
+	assert_int_equal(tfs_offset_map_check(small), 0);
+	assert_int_equal(tfs_offset_map_check(whole), 0);
+	tfs_offset_map_destroy(small);
+	tfs_offset_map_destroy(whole);
+}
+
+/* put_fp says which offset a put made obsolete; the _fp calls and the key calls are
+ * the same map. */
+static void put_fp_reports_the_superseded_offset(void **state)
+{
+	(void)state;
+	struct tfs_offset_map *m = make(4096, DEFAULT_LOAD_FACTOR);
+	struct tkey k = key_of(7);
+	struct tfs_offset_map_fp fp = tfs_offset_map_fingerprint(sl(&k));
+	struct tfs_offset_map_fp fp2 = tfs_offset_map_fingerprint(sl(&k));
+	tfs_offset_t gone = 123;
+
+	assert_true(fp.lo == fp2.lo && fp.hi == fp2.hi);
+	tfs_offset_map_prefetch(m, fp);                   /* a hint: changes nothing */
+	assert_int_equal(tfs_offset_map_size(m), 0);
+	assert_int_equal(tfs_offset_map_put_fp(m, fp, 10, &gone), 0);
+	assert_int_equal(gone, TFS_OFFSET_NONE);           /* a new key */
+	assert_int_equal(tfs_offset_map_put_fp(m, fp, 20, &gone), 0);
+	assert_int_equal(gone, 10);                        /* 10 is no longer the newest */
+	assert_int_equal(tfs_offset_map_put_fp(m, fp, 15, &gone), 0);
+	assert_int_equal(gone, 15);                        /* an older one than stored */
+	assert_int_equal(tfs_offset_map_put_fp(m, fp, 20, &gone), 0);
+	assert_int_equal(gone, TFS_OFFSET_NONE);           /* the same offset again */
+	assert_int_equal(tfs_offset_map_put_fp(m, fp, -1, &gone), -EINVAL);
+	assert_int_equal(tfs_offset_map_get_fp(m, fp), 20);
+	assert_int_equal(get_i(m, 7), 20);
+	assert_int_equal(put_i(m, 7, 30), 0);
+	assert_int_equal(tfs_offset_map_get_fp(m, fp), 30);
+	assert_int_equal(tfs_offset_map_size(m), 1);
+	assert_int_equal(tfs_offset_map_check(m), 0);
+	tfs_offset_map_destroy(m);
+}
+
+/* The largest offset an int64 holds is stored and found like any other. */
+static void the_largest_offset_fits(void **state)
+{
+	(void)state;
+	struct tfs_offset_map *m = make(4096, DEFAULT_LOAD_FACTOR);
+
+	assert_int_equal(put_i(m, 1, INT64_MAX), 0);
+	assert_int_equal(put_i(m, 2, 0), 0);
+	assert_true(get_i(m, 1) == INT64_MAX);
+	assert_int_equal(get_i(m, 2), 0);
+	assert_true(tfs_offset_map_latest_offset(m) == INT64_MAX);
+	assert_int_equal(tfs_offset_map_check(m), 0);
+	tfs_offset_map_destroy(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,6 +450,10 @@ int main(void)
 		cmocka_unit_test(test_empty_key_and_binary_keys),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_million_keys),
+		cmocka_unit_test(a_small_bound_gets_a_small_live_table),
+		cmocka_unit_test(the_full_rule_ignores_the_live_table),
+		cmocka_unit_test(put_fp_reports_the_superseded_offset),
+		cmocka_unit_test(the_largest_offset_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
