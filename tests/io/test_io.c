@@ -67,6 +67,31 @@ static void write_then_read_returns_the_same_bytes(void **state)
 	close(fd);
 }
 
+/* tmpfs refuses RWF_NOWAIT reads (EOPNOTSUPP): the uring backend must read such
+ * files another way, whole, from any offset. */
+static void reads_from_tmpfs_are_whole(void **state)
+{
+	struct fixture *f = *state;
+	char path[] = "/dev/shm/tfs-io-XXXXXX";
+	uint8_t buf[20000], back[20000];
+	uint64_t seed = 7;
+	int fd = mkstemp(path);
+
+	if (fd < 0)
+		skip();   /* no /dev/shm here */
+	unlink(path);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)t_rand(&seed);
+	assert_int_equal(tfs_io_write(f->io, fd, buf, sizeof(buf), 0), 0);
+	assert_int_equal(tfs_io_read(f->io, fd, back, sizeof(back), 0), (ssize_t)sizeof(back));
+	assert_memory_equal(buf, back, sizeof(buf));
+	assert_int_equal(tfs_io_read(f->io, fd, back, 1000, 12345), 1000);
+	assert_memory_equal(buf + 12345, back, 1000);
+	assert_int_equal(tfs_io_read(f->io, fd, back, 100, sizeof(buf) - 10), 10);
+	assert_int_equal(tfs_io_read(f->io, fd, back, 100, sizeof(buf)), 0);
+	close(fd);
+}
+
 static void read_of_a_bad_fd_is_ebadf(void **state)
 {
 	struct fixture *f = *state;
@@ -288,6 +313,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(write_then_read_returns_the_same_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(reads_from_tmpfs_are_whole, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_of_a_bad_fd_is_ebadf, setup, teardown),
 		cmocka_unit_test_setup_teardown(fault_spec_fails_the_nth_write_and_later_ones, setup, teardown),
 		cmocka_unit_test_setup_teardown(malformed_fault_specs_are_einval, setup, teardown),
