@@ -186,6 +186,44 @@ static int uleb_get(const uint8_t *p, const uint8_t *end, size_t max_bytes, uint
 	return TFS_ECORRUPT;   /* ran off the input, or a continuation bit on the last byte */
 }
 
+/* uleb_get with the one- and two-byte forms, which are nearly all of a record's
+ * varints (lengths below 8 KiB, deltas below 64), decoded without the loop. */
+static inline int uleb_get_fast(const uint8_t *p, const uint8_t *end, size_t max_bytes,
+                                uint64_t *u)
+{
+	if (end - p >= 2) {
+		if (!(p[0] & VARINT_MORE)) {
+			*u = p[0];
+			return 1;
+		}
+		if (!(p[1] & VARINT_MORE)) {
+			*u = (p[0] & VARINT_PAYLOAD) | (uint64_t)p[1] << VARINT_GROUP_BITS;
+			return 2;
+		}
+	}
+	return uleb_get(p, end, max_bytes, u);
+}
+
+static inline int varint_get(const uint8_t *p, const uint8_t *end, int32_t *v)
+{
+	uint64_t u;
+	int n = uleb_get_fast(p, end, VARINT_MAX_BYTES, &u);
+	if (n > 0) {
+		uint32_t z = (uint32_t)u;   /* a fifth byte's bits past 32 are dropped */
+		*v = (int32_t)((z >> 1) ^ (0u - (z & 1)));
+	}
+	return n;
+}
+
+static inline int varlong_get(const uint8_t *p, const uint8_t *end, int64_t *v)
+{
+	uint64_t u;
+	int n = uleb_get_fast(p, end, VARLONG_MAX_BYTES, &u);
+	if (n > 0)
+		*v = (int64_t)((u >> 1) ^ (0u - (u & 1)));
+	return n;
+}
+
 size_t tfs_varint_put(uint8_t *p, int32_t v)
 {
 	return uleb_put(p, zigzag32(v));
@@ -198,22 +236,12 @@ size_t tfs_varlong_put(uint8_t *p, int64_t v)
 
 int tfs_varint_get(const uint8_t *p, const uint8_t *end, int32_t *v)
 {
-	uint64_t u;
-	int n = uleb_get(p, end, VARINT_MAX_BYTES, &u);
-	if (n > 0) {
-		uint32_t z = (uint32_t)u;   /* a fifth byte's bits past 32 are dropped */
-		*v = (int32_t)((z >> 1) ^ (0u - (z & 1)));
-	}
-	return n;
+	return varint_get(p, end, v);
 }
 
 int tfs_varlong_get(const uint8_t *p, const uint8_t *end, int64_t *v)
 {
-	uint64_t u;
-	int n = uleb_get(p, end, VARLONG_MAX_BYTES, &u);
-	if (n > 0)
-		*v = (int64_t)((u >> 1) ^ (0u - (u & 1)));
-	return n;
+	return varlong_get(p, end, v);
 }
 
 static size_t varint_size(int32_t v)
@@ -330,11 +358,11 @@ int tfs_batch_check_crc(const uint8_t *buf, size_t len, const char **why)
 /* ---- records -------------------------------------------------------------------- */
 
 /* Reads a length-prefixed byte string at *pp, not past end; advances *pp. */
-static int bytes_get(const uint8_t **pp, const uint8_t *end, bool nullable,
-                     struct tfs_slice *s, bool *is_null, const char **why)
+static inline int bytes_get(const uint8_t **pp, const uint8_t *end, bool nullable,
+                            struct tfs_slice *s, bool *is_null, const char **why)
 {
 	int32_t n;
-	int rc = tfs_varint_get(*pp, end, &n);
+	int rc = varint_get(*pp, end, &n);
 	if (rc < 0)
 		return corrupt(why, "bad length varint");
 	*pp += rc;
@@ -548,7 +576,7 @@ static int record_parse(struct tfs_record_iter *it, struct tfs_record *r, const 
 	int32_t body_len, hcount;
 	int rc;
 
-	rc = tfs_varint_get(p, it->end, &body_len);
+	rc = varint_get(p, it->end, &body_len);
 	if (rc < 0)
 		return corrupt(why, "bad record length varint");
 	p += rc;
@@ -559,11 +587,11 @@ static int record_parse(struct tfs_record_iter *it, struct tfs_record *r, const 
 	if (p == body_end)
 		return corrupt(why, "record has no attributes byte");
 	p++;   /* record attributes: unused */
-	rc = tfs_varlong_get(p, body_end, &r->timestamp_delta);
+	rc = varlong_get(p, body_end, &r->timestamp_delta);
 	if (rc < 0)
 		return corrupt(why, "bad timestamp delta varint");
 	p += rc;
-	rc = tfs_varint_get(p, body_end, &r->offset_delta);
+	rc = varint_get(p, body_end, &r->offset_delta);
 	if (rc < 0)
 		return corrupt(why, "bad offset delta varint");
 	p += rc;
@@ -573,7 +601,7 @@ static int record_parse(struct tfs_record_iter *it, struct tfs_record *r, const 
 	rc = bytes_get(&p, body_end, true, &r->value, &r->value_null, why);
 	if (rc)
 		return rc;
-	rc = tfs_varint_get(p, body_end, &hcount);
+	rc = varint_get(p, body_end, &hcount);
 	if (rc < 0)
 		return corrupt(why, "bad header count varint");
 	p += rc;
@@ -707,6 +735,19 @@ void tfs_batch_builder_reset(struct tfs_batch_builder *b, const struct tfs_batch
 	b->max_ts = NONE_VALUE;
 }
 
+/* An uncompressed batch's records are encoded straight into out, after the
+ * header, saving a copy of the whole body at finish; a compressed batch's go to
+ * rec and are compressed into out. */
+static bool records_direct(const struct tfs_batch_builder *b)
+{
+	return (b->params.attributes & TFS_ATTR_CODEC_MASK) == TFS_CODEC_NONE;
+}
+
+static uint8_t *records_base(const struct tfs_batch_builder *b)
+{
+	return records_direct(b) ? b->out + TFS_BATCH_HEADER_BYTES : b->rec;
+}
+
 /* Encoded size of a nullable byte string, or SIZE_MAX if Kafka cannot hold it. */
 static size_t bytes_size(struct tfs_slice s, bool is_null)
 {
@@ -759,11 +800,15 @@ int tfs_batch_builder_add_at(struct tfs_batch_builder *b, const struct tfs_recor
 	}
 	if (body == SIZE_MAX)
 		return -EMSGSIZE;
-	rc = grow(&b->rec, &b->rec_cap, b->rec_len + varint_size((int32_t)body) + body);
+	if (records_direct(b))
+		rc = grow(&b->out, &b->out_cap,
+		          TFS_BATCH_HEADER_BYTES + b->rec_len + varint_size((int32_t)body) + body);
+	else
+		rc = grow(&b->rec, &b->rec_cap, b->rec_len + varint_size((int32_t)body) + body);
 	if (rc)
 		return rc;
 
-	p = b->rec + b->rec_len;
+	p = records_base(b) + b->rec_len;
 	p += tfs_varint_put(p, (int32_t)body);
 	*p++ = RECORD_ATTRIBUTES;
 	p += tfs_varlong_put(p, ts_delta);
@@ -775,7 +820,7 @@ int tfs_batch_builder_add_at(struct tfs_batch_builder *b, const struct tfs_recor
 		p = bytes_put(p, r->headers[i].key, false);
 		p = bytes_put(p, r->headers[i].value, r->headers[i].value_null);
 	}
-	b->rec_len = (size_t)(p - b->rec);
+	b->rec_len = (size_t)(p - records_base(b));
 
 	if (!b->have_ts) {
 		b->base_ts = base;
@@ -847,10 +892,10 @@ int tfs_batch_builder_finish(struct tfs_batch_builder *b, int32_t last_offset_de
 
 	switch ((enum tfs_codec)(b->params.attributes & TFS_ATTR_CODEC_MASK)) {
 	case TFS_CODEC_NONE:
+		/* the records were encoded in place (records_direct) */
 		rc = grow(&b->out, &b->out_cap, TFS_BATCH_HEADER_BYTES + b->rec_len);
 		if (rc)
 			return rc;
-		memcpy(b->out + TFS_BATCH_HEADER_BYTES, b->rec, b->rec_len);
 		body_len = b->rec_len;
 		break;
 	case TFS_CODEC_ZSTD:
@@ -905,4 +950,33 @@ void tfs_batch_write_empty(const struct tfs_batch_header *h,
 	e.records_count = 0;
 	header_put(out, &e);
 	put_be32(out + OFF_CRC, batch_crc(out, TFS_BATCH_HEADER_BYTES));
+}
+
+int tfs_record_decode_one(const struct tfs_batch_header *h, const uint8_t *raw, size_t len,
+                          struct tfs_record *r, const char **why)
+{
+	struct tfs_record_iter it;
+	int rc;
+
+	memset(&it, 0, sizeof(it));
+	it.h = *h;
+	it.p = raw;
+	it.end = raw + len;
+	it.remaining = 1;
+	rc = record_parse(&it, r, why);
+	if (rc == 0 && it.p != it.end)
+		rc = corrupt(why, "bytes after the record");
+	return rc;
+}
+
+int tfs_batch_builder_reserve(struct tfs_batch_builder *b, size_t record_bytes)
+{
+	if (records_direct(b))
+		return grow(&b->out, &b->out_cap, TFS_BATCH_HEADER_BYTES + b->rec_len + record_bytes);
+	return grow(&b->rec, &b->rec_cap, b->rec_len + record_bytes);
+}
+
+void tfs_batch_set_base_offset(uint8_t *batch, tfs_offset_t base_offset)
+{
+	put_be64(batch + OFF_BASE_OFFSET, (uint64_t)base_offset);
 }

@@ -211,7 +211,8 @@ struct tfs_batch_params {
 /* Builds one batch. The builder owns its buffers and zstd context; reuse it. */
 struct tfs_batch_builder {
 	struct tfs_batch_params params;
-	uint8_t *rec;                /* encoded records, uncompressed */
+	uint8_t *rec;                /* encoded records of a compressed batch; an
+	                              * uncompressed batch encodes them in out */
 	size_t rec_len, rec_cap;
 	uint8_t *out;                /* the finished batch */
 	size_t out_len, out_cap;
@@ -254,5 +255,22 @@ size_t tfs_varint_put(uint8_t *p, int32_t v);
 size_t tfs_varlong_put(uint8_t *p, int64_t v);
 int tfs_varint_get(const uint8_t *p, const uint8_t *end, int32_t *v);
 int tfs_varlong_get(const uint8_t *p, const uint8_t *end, int64_t *v);
+
+/* Parses the one record whose encoding (length varint included, as in
+ * tfs_record.raw) is raw[0, len), as tfs_record_iter_next would inside the batch
+ * whose header is h: the same checks, and the record must end exactly at len. For
+ * readers that keep the raw records of a batch they already verified and parse
+ * only the one they need. Slices in *r borrow raw. Returns 0 or TFS_ECORRUPT. */
+int tfs_record_decode_one(const struct tfs_batch_header *h, const uint8_t *raw, size_t len,
+                          struct tfs_record *r, const char **why);
+
+/* Makes room for record_bytes more bytes of encoded records, so that a caller who
+ * knows the size of what it adds grows the buffers once. 0 or -ENOMEM. */
+int tfs_batch_builder_reserve(struct tfs_batch_builder *b, size_t record_bytes);
+
+/* Sets the base offset of a finished batch in place. The base offset lies outside
+ * the CRC (bytes 0..7), so a batch can be encoded before its offsets are known -
+ * the way a Kafka broker assigns offsets to a producer's batch - and placed later. */
+void tfs_batch_set_base_offset(uint8_t *batch, tfs_offset_t base_offset);
 
 #endif

@@ -6,11 +6,17 @@
  *   caller                      leader (first waiter in the queue)
  *   ------                      ----------------------------------
  *   check size (EFBIG)
+ *   a leader at work and a big
+ *     unit: encode it as a batch
+ *     at base offset 0, hash keys
  *   enqueue, wait  ---------->  take the waiters queued now (byte budget)
  *                               roll if the active segment is full or old
  *                               encode: one batch per max.message.bytes, a unit
- *                                 never split; offsets assigned here
+ *                                 never split; a pre-encoded unit is placed as
+ *                                 it is; offsets assigned here
  *                               one write (+ linked fdatasync if any durable)
+ *                               every 8 MiB not made durable: a background
+ *                                 fdatasync (segment.h, flushing ahead)
  *                               under pl->lock: index entries, committed size,
  *                                 end offset, key directory
  *   woken with result  <------  complete the group, hand leadership on
@@ -18,6 +24,12 @@
  * On a write error the tail is truncated back to the committed size, so nothing
  * of the failed group is ever visible, and every waiter of the group gets the
  * error.
+ *
+ * Why appenders encode: with two writers, the one waiting would otherwise sit
+ * idle while the leader encodes for both; a batch's CRC starts after its base
+ * offset (batch_codec.h), so a batch encoded before its offsets are known is
+ * placed by writing eight bytes. Records keep the appender's clock, which Kafka's
+ * CreateTime allows; under LogAppendTime, or with a codec, the leader encodes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +44,36 @@
 #include "io/log.h"
 
 #define GROUP_BUDGET_BYTES (8u << 20)   /* most bytes one leader commits at once */
+/* A background fdatasync of the active segment starts each time this much more was
+ * written (segment.h, flushing ahead): large enough that the fsyncs cost little
+ * next to the bytes, small enough that a roll or a sync waits for ~20 ms of disk
+ * at most instead of a whole segment's worth. */
+#define FLUSH_AHEAD_BYTES (8 << 20)
+/* An appender encodes its own unit as a batch while a leader works (submit) from
+ * this size on: a 61-byte header costs at most 1.5% of it. */
+#define PREENCODE_MIN_BYTES 4096
+/* Pre-encoded units one group takes: each is an iovec of the group's one write,
+ * which holds at most IOV_MAX (1024). */
+#define GROUP_MAX_PREENCODED 256
 #define DIR_MODE 0755
+
+/* A unit its appender encoded as a batch of its own while it waited for the
+ * leader (see submit): base offset 0 until the leader places it. */
+struct preencoded {
+	struct tfs_batch_builder builder;  /* owns the batch; released by the appender */
+	const uint8_t *batch;
+	size_t len;
+	int16_t attributes;                /* the leader re-encodes if the config changed */
+	int64_t timestamp;
+	uint64_t *hashes;                  /* tfs_keydir_hash of each record's key */
+};
 
 struct tfs__waiter {
 	const struct tfs_append_rec *recs;
 	size_t count;
 	size_t bytes;                 /* encoded size estimate of the unit's records */
 	bool durable;
+	struct preencoded *pre;       /* NULL: the leader encodes the unit */
 	int (*exclusive)(struct tfs_plog *, void *);   /* runs alone, in queue order */
 	void *exclusive_arg;
 	bool done;
@@ -171,9 +206,11 @@ void tfs_plog_close(struct tfs_plog *pl)
 {
 	if (!pl)
 		return;
-	if (!pl->env.read_only && pl->failed == 0) {
+	if (pl->segs) {
 		struct tfs_segment *s = active_segment(pl);
-		tfs_segment_write_indexes(s, pl->dirfd, true);
+		int rc = tfs_segment_flush_wait(s);   /* logged where it failed */
+		if (!pl->env.read_only && pl->failed == 0 && rc == 0)
+			tfs_segment_write_indexes(s, pl->dirfd, true);
 	}
 	tfs__seglist_put(pl->segs);
 	tfs_keydir_destroy(pl->kd);
@@ -188,14 +225,26 @@ void tfs_plog_close(struct tfs_plog *pl)
 	free(pl);
 }
 
-void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config)
+static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                  size_t bytes, bool durable, int (*fn)(struct tfs_plog *, void *), void *fn_arg,
+                  tfs_offset_t *first, int64_t *timestamp);
+
+/* cfg is read by the leader without a lock, by appenders under q_lock, and by
+ * the cleaner under pl->lock: so it changes as an exclusive request (no leader at
+ * work) holding both. */
+static int set_config_exclusive(struct tfs_plog *pl, void *arg)
 {
-	/* Appenders read cfg only as leader, under q_lock's handover; take both. */
 	pthread_mutex_lock(&pl->q_lock);
 	pthread_rwlock_wrlock(&pl->lock);
-	pl->cfg = *config;
+	pl->cfg = *(const struct tfs_topic_config *)arg;
 	pthread_rwlock_unlock(&pl->lock);
 	pthread_mutex_unlock(&pl->q_lock);
+	return 0;
+}
+
+void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config)
+{
+	(void)submit(pl, NULL, 0, 0, false, set_config_exclusive, (void *)config, NULL, NULL);
 }
 
 const char *tfs_plog_path(const struct tfs_plog *pl)
@@ -246,6 +295,11 @@ static int roll_locked(struct tfs_plog *pl)
 	struct tfs_seglist *nl;
 	int rc;
 
+	/* invariant (5): the old segment is whole on disk before the next exists; a
+	 * failed background flush means it may not be */
+	rc = tfs_segment_flush_wait(old);
+	if (rc < 0)
+		goto fail;
 	old->sealed = true;
 	rc = tfs_segment_write_indexes(old, pl->dirfd, true);
 	if (rc < 0)
@@ -321,6 +375,23 @@ struct batch_span {
 	int64_t max_ts;
 };
 
+/* A run of the group's bytes: of wbuf (p NULL: wbuf[at, at + len)), or of a buffer
+ * that outlives the write (a pre-encoded unit, the builder's last batch). */
+struct piece {
+	const uint8_t *p;
+	size_t at, len;
+};
+
+/* The group's bytes in write order, and its batches. */
+struct group_out {
+	struct batch_span *spans;
+	int nspans;
+	struct piece *pieces;
+	int npieces;
+	size_t wlen;                  /* bytes copied into wbuf */
+	size_t total;                 /* bytes of the group */
+};
+
 static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batch_params *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -334,11 +405,37 @@ static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batc
 	p->base_sequence = -1;
 }
 
+/* Adds a batch of len bytes at p to the group; copied into wbuf unless keep says
+ * p stays valid until the write. */
+static int out_add(struct tfs_plog *pl, struct group_out *g, const uint8_t *p, size_t len,
+                   bool keep, tfs_offset_t base, tfs_offset_t last, int64_t ts)
+{
+	struct piece *prev = g->npieces ? &g->pieces[g->npieces - 1] : NULL;
+	int rc;
+
+	g->spans[g->nspans++] = (struct batch_span){ g->total, len, base, last, ts };
+	g->total += len;
+	if (keep) {
+		g->pieces[g->npieces++] = (struct piece){ p, 0, len };
+		return 0;
+	}
+	rc = wbuf_reserve(pl, g->wlen + len);
+	if (rc < 0)
+		return rc;
+	memcpy(pl->wbuf + g->wlen, p, len);
+	if (prev && !prev->p)
+		prev->len += len;       /* wbuf pieces are contiguous */
+	else
+		g->pieces[g->npieces++] = (struct piece){ NULL, g->wlen, len };
+	g->wlen += len;
+	return 0;
+}
+
 /* Finishes the builder's batch. Every batch but a group's last is copied into
  * wbuf (the builder is reused for the next one); the last is left in the builder
- * and written from there (*tail), saving a copy of the common one-batch group. */
-static int finish_batch(struct tfs_plog *pl, size_t *wlen, struct batch_span *spans, int *nspans,
-                        tfs_offset_t base, tfs_offset_t last, int64_t ts, struct iovec *tail)
+ * and written from there, saving a copy of the common one-batch group. */
+static int finish_batch(struct tfs_plog *pl, struct group_out *g, tfs_offset_t base,
+                        tfs_offset_t last, int64_t ts, bool group_last)
 {
 	const uint8_t *out;
 	size_t len;
@@ -346,18 +443,7 @@ static int finish_batch(struct tfs_plog *pl, size_t *wlen, struct batch_span *sp
 
 	if (rc < 0)
 		return rc;
-	spans[*nspans] = (struct batch_span){ *wlen, len, base, last, ts };
-	(*nspans)++;
-	if (tail) {
-		*tail = (struct iovec){ (void *)out, len };
-		return 0;
-	}
-	rc = wbuf_reserve(pl, *wlen + len);
-	if (rc < 0)
-		return rc;
-	memcpy(pl->wbuf + *wlen, out, len);
-	*wlen += len;
-	return 0;
+	return out_add(pl, g, out, len, group_last, base, last, ts);
 }
 
 /* Encodes, writes and publishes the group's n waiters from head. Leader only;
@@ -367,20 +453,20 @@ static int finish_batch(struct tfs_plog *pl, size_t *wlen, struct batch_span *sp
 static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 {
 	struct tfs__waiter *w;
-	size_t incoming = 0, wlen = 0, batch_bytes = 0;
+	size_t incoming = 0, batch_bytes = 0;
 	size_t nunits = 0;
 	bool durable = false;
 	int64_t now = tfs_now_ms();
 	tfs_offset_t next = pl->end_offset, batch_base = next;
-	struct batch_span *spans = NULL;
-	int nspans = 0, rc = 0;
+	struct group_out g = { 0 };
+	int rc = 0;
 	struct tfs_segment *seg;
 	tfs_pos_t pos;
 	bool in_batch = false;
 	struct tfs_batch_params params;
 	size_t k, nops = 0;
 	bool kops_failed = false;
-	struct iovec iov[2] = { { NULL, 0 }, { NULL, 0 } };  /* earlier batches, the last */
+	struct iovec *iov = NULL;
 
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		incoming += w->bytes;
@@ -398,20 +484,38 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		if (rc < 0)
 			goto out;
 	}
-	spans = malloc(sizeof(*spans) * nunits);
-	if (!spans) {
+	/* a unit adds at most a batch and the wbuf run before it; then the tail */
+	g.spans = malloc(sizeof(*g.spans) * nunits);
+	g.pieces = malloc(sizeof(*g.pieces) * (2 * nunits + 1));
+	iov = malloc(sizeof(*iov) * (2 * nunits + 1));
+	if (!g.spans || !g.pieces || !iov) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* One batch per max.message.bytes; a unit never spans two batches. */
+	batch_params(pl, 0, &params);
+	/* One batch per max.message.bytes; a unit never spans two batches. A unit its
+	 * appender encoded is placed as it is, unless the config changed since. */
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		if (w->count == 0)
 			continue;
-		if (in_batch && batch_bytes + w->bytes > (size_t)pl->cfg.max_message_bytes) {
-			rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now, NULL);
+		if (in_batch && (w->pre || batch_bytes + w->bytes > (size_t)pl->cfg.max_message_bytes)) {
+			rc = finish_batch(pl, &g, batch_base, next - 1, now, false);
 			if (rc < 0)
 				goto out;
 			in_batch = false;
+		}
+		if (w->pre && w->pre->attributes != params.attributes)
+			w->pre = NULL;        /* its appender still frees it */
+		if (w->pre) {
+			tfs_batch_set_base_offset((uint8_t *)w->pre->batch, next);
+			w->first = next;
+			w->timestamp = w->pre->timestamp;
+			next += (tfs_offset_t)w->count;
+			rc = out_add(pl, &g, w->pre->batch, w->pre->len, true, w->first, next - 1,
+			             w->timestamp);
+			if (rc < 0)
+				goto out;
+			continue;
 		}
 		if (!in_batch) {
 			batch_base = next;
@@ -437,22 +541,28 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		batch_bytes += w->bytes;
 	}
 	if (in_batch) {
-		rc = finish_batch(pl, &wlen, spans, &nspans, batch_base, next - 1, now, &iov[1]);
+		rc = finish_batch(pl, &g, batch_base, next - 1, now, true);
 		if (rc < 0)
 			goto out;
-		wlen += iov[1].iov_len;
 	}
+	for (int i = 0; i < g.npieces; i++)   /* wbuf has stopped moving */
+		iov[i] = (struct iovec){ (void *)(g.pieces[i].p ? g.pieces[i].p : pl->wbuf + g.pieces[i].at),
+		                         g.pieces[i].len };
 
 	seg = active_segment(pl);
 	pos = tfs_segment_size(seg);
-	iov[0] = (struct iovec){ pl->wbuf, wlen - iov[1].iov_len };
-	rc = tfs_io_writev(pl->env.io, tfs_segment_fd(seg), iov[0].iov_len ? iov : iov + 1,
-	                   iov[0].iov_len ? 2 : 1, (uint64_t)pos, durable);
+	if (durable) {
+		/* the fdatasync below vouches for every byte before the group too */
+		rc = tfs_segment_flush_wait(seg);
+		if (rc < 0)
+			goto out;
+	}
+	rc = tfs_io_writev(pl->env.io, tfs_segment_fd(seg), iov, g.npieces, (uint64_t)pos, durable);
 	if (rc < 0) {
 		/* Cut whatever part of the group reached the file: nothing of it may be
 		 * seen, by readers now or by recovery later. */
 		int trc = tfs_io_ftruncate(pl->env.io, tfs_segment_fd(seg), (uint64_t)pos);
-		tfs_log_error("plog", "cannot append %zu bytes to %s at %" PRId64 ": %s", wlen,
+		tfs_log_error("plog", "cannot append %zu bytes to %s at %" PRId64 ": %s", g.total,
 		              pl->path, pos, tfs_strerror(rc));
 		if (trc < 0) {
 			tfs_log_error("plog", "cannot cut the failed append from %s: %s; "
@@ -461,6 +571,10 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		}
 		goto out;
 	}
+	if (durable)
+		tfs_segment_note_flushed(seg, pos + (tfs_pos_t)g.total);
+	else
+		tfs_segment_flush_ahead(seg, FLUSH_AHEAD_BYTES);
 
 	/* The key directory's changes, hashed before taking the lock. */
 	{
@@ -477,10 +591,10 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 						continue;
 					op = &pl->kops[nops++];
 					op->key = r->key;
-					op->hash = tfs_keydir_hash(r->key);
+					op->hash = w->pre ? w->pre->hashes[i] : tfs_keydir_hash(r->key);
 					op->remove = r->value_null;
-					op->info = (struct tfs_keyinfo){ w->first + (tfs_offset_t)i, now,
-					                                 (uint32_t)r->value.len };
+					op->info = (struct tfs_keyinfo){ w->first + (tfs_offset_t)i,
+					                                 w->timestamp, (uint32_t)r->value.len };
 				}
 			}
 		} else {
@@ -489,13 +603,13 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	}
 
 	pthread_rwlock_wrlock(&pl->lock);
-	for (int i = 0; i < nspans; i++) {
+	for (int i = 0; i < g.nspans; i++) {
 		/* -ENOMEM here only costs an index entry: lookups scan a little further */
-		tfs_segment_note_batch(seg, pos + (tfs_pos_t)spans[i].at, spans[i].size,
-		                       spans[i].base, spans[i].last, spans[i].max_ts);
+		tfs_segment_note_batch(seg, pos + (tfs_pos_t)g.spans[i].at, g.spans[i].size,
+		                       g.spans[i].base, g.spans[i].last, g.spans[i].max_ts);
 	}
 	/* Invariant (3): publish the size before the key directory names the records. */
-	atomic_store_explicit(&seg->size, pos + (tfs_pos_t)wlen, memory_order_release);
+	atomic_store_explicit(&seg->size, pos + (tfs_pos_t)g.total, memory_order_release);
 	pl->end_offset = next;
 	if (kops_failed || tfs_keydir_apply(pl->kd, pl->kops, nops) < 0)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
@@ -511,8 +625,14 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 
 sync_only:
 	if (durable && atomic_load(&pl->unsynced_since_ms) != 0) {
+		struct tfs_segment *active = active_segment(pl);
+		tfs_pos_t size = tfs_segment_size(active);
 		atomic_store(&pl->unsynced_since_ms, 0);
-		rc = tfs_io_fsync(pl->env.io, tfs_segment_fd(active_segment(pl)), true);
+		rc = tfs_segment_flush_wait(active);
+		if (rc == 0)
+			rc = tfs_io_fsync(pl->env.io, tfs_segment_fd(active), true);
+		if (rc == 0)
+			tfs_segment_note_flushed(active, size);
 		if (rc < 0) {
 			int_fast64_t zero = 0;
 			atomic_compare_exchange_strong(&pl->unsynced_since_ms, &zero, now);
@@ -520,8 +640,55 @@ sync_only:
 		}
 	}
 out:
-	free(spans);
+	free(g.spans);
+	free(g.pieces);
+	free(iov);
 	return rc;
+}
+
+/* Encodes a unit as a batch of its own, with base offset 0 and the records'
+ * key hashes, for the leader to place (tfs_batch_set_base_offset). Returns 0,
+ * -ENOMEM (the leader will encode it), or the error the leader would have hit. */
+static int preencode(struct preencoded *pre, int16_t attributes,
+                     const struct tfs_append_rec *recs, size_t count, size_t bytes)
+{
+	struct tfs_batch_params params = {
+		.attributes = attributes, .leader_epoch = -1, .producer_id = -1,
+		.producer_epoch = -1, .base_sequence = -1,
+	};
+	int rc;
+
+	pre->attributes = attributes;
+	pre->timestamp = tfs_now_ms();
+	pre->hashes = malloc(count * sizeof(*pre->hashes));
+	tfs_batch_builder_reset(&pre->builder, &params);
+	rc = pre->hashes ? tfs_batch_builder_reserve(&pre->builder, bytes) : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < count; i++) {
+		const struct tfs_append_rec *r = &recs[i];
+		struct tfs_record_in in = {
+			.key = r->key, .key_null = r->key_null,
+			.value = r->value, .value_null = r->value_null,
+			.timestamp = pre->timestamp, .headers = r->headers,
+			.header_count = r->header_count,
+		};
+		rc = tfs_batch_builder_add(&pre->builder, &in);
+		if (!r->key_null)
+			pre->hashes[i] = tfs_keydir_hash(r->key);
+	}
+	if (rc == 0)
+		rc = tfs_batch_builder_finish(&pre->builder, -1, &pre->batch, &pre->len);
+	return rc;
+}
+
+/* Whether an appender that finds a leader at work encodes its unit itself, on its
+ * own core, while it waits: for units big enough to be a batch of their own
+ * without wasting space on headers, and not under log-append time (its
+ * timestamps must follow offset order, so only the leader can take them) or a
+ * codec (its context would be made per unit; the leader keeps one). */
+static bool preencode_worth(const struct tfs_plog *pl, size_t bytes)
+{
+	return bytes >= PREENCODE_MIN_BYTES && pl->cfg.compression == TFS_CODEC_NONE &&
+	       pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME;
 }
 
 /* Runs one append unit through the group-commit queue. */
@@ -532,12 +699,37 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	struct tfs__waiter self = { .recs = recs, .count = count, .durable = durable,
 	                            .exclusive = fn, .exclusive_arg = fn_arg };
 	struct tfs__waiter *stop, *w, *next;
-	size_t budget = 0, n = 0;
+	struct preencoded pre = { .hashes = NULL };
+	size_t budget = 0, n = 0, npre = 0;
 	int rc;
 
 	self.bytes = bytes;
+	tfs_batch_builder_init(&pre.builder);
 	pthread_cond_init(&self.cond, NULL);
 	pthread_mutex_lock(&pl->q_lock);
+	/* max.message.bytes bounds a batch; this unit alone must fit in one (the
+	 * estimate is the uncompressed size, so zstd never changes the answer). The
+	 * config is read under q_lock, which tfs_plog_set_config takes. */
+	if (count > 0 && bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes) {
+		pthread_mutex_unlock(&pl->q_lock);
+		self.result = -EFBIG;
+		goto release;
+	}
+	/* A leader is at work: encode while it does (config read under q_lock, which
+	 * tfs_plog_set_config takes). An empty queue means leading at once, and then
+	 * the leader's own builder does it without a copy. */
+	if (count > 0 && !fn && pl->q_head && preencode_worth(pl, bytes)) {
+		int16_t attributes = (int16_t)(pl->cfg.compression & TFS_ATTR_CODEC_MASK);
+		pthread_mutex_unlock(&pl->q_lock);
+		rc = preencode(&pre, attributes, recs, count, bytes);
+		if (rc < 0 && rc != -ENOMEM) {
+			self.result = rc;
+			goto release;
+		}
+		if (rc == 0)
+			self.pre = &pre;
+		pthread_mutex_lock(&pl->q_lock);
+	}
 	if (pl->q_tail)
 		pl->q_tail->next = &self;
 	else
@@ -555,8 +747,11 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		n = 1;
 	} else {
 		for (stop = &self; stop && !stop->exclusive &&
-		     (stop == &self || budget + stop->bytes <= GROUP_BUDGET_BYTES); stop = stop->next) {
+		     (stop == &self || (budget + stop->bytes <= GROUP_BUDGET_BYTES &&
+		                        npre + !!stop->pre <= GROUP_MAX_PREENCODED));
+		     stop = stop->next) {
 			budget += stop->bytes;
+			npre += !!stop->pre;
 			n++;
 		}
 	}
@@ -585,7 +780,10 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		pthread_cond_signal(&stop->cond);   /* the next leader */
 done:
 	pthread_mutex_unlock(&pl->q_lock);
+release:
 	pthread_cond_destroy(&self.cond);
+	tfs_batch_builder_release(&pre.builder);
+	free(pre.hashes);
 	if (self.result == 0) {
 		if (first)
 			*first = self.first;
@@ -606,10 +804,6 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
 		return -EINVAL;
 	for (size_t i = 0; i < count; i++)
 		bytes += record_bytes(&recs[i]);
-	/* max.message.bytes bounds a batch; this unit alone must fit in one (the
-	 * estimate is the uncompressed size, so zstd never changes the answer). */
-	if (bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes)
-		return -EFBIG;
 	return submit(pl, recs, count, bytes, durable, NULL, NULL, first, timestamp);
 }
 

@@ -28,7 +28,11 @@
  * leader, takes every request queued behind it (up to a byte budget), encodes them
  * into batches (one request never spans two batches), writes them with one
  * write, fsyncs once if any of them asked for durability, updates the key
- * directory and wakes the others.
+ * directory and wakes the others. An appender that finds a leader at work encodes
+ * a large request as a batch of its own while it waits (the CRC does not cover
+ * the base offset, which the leader fills in), so that two writers use two cores.
+ * Every FLUSH_AHEAD_BYTES of non-durable appends start a background fdatasync of
+ * the active segment (segment.h), so that rolls and syncs wait for little.
  *
  * Lock order (the only place it is written): topic registry lock (engine.c) ->
  * topic lock -> cleaner checkpoint-file lock -> cleaner manager lock
@@ -163,5 +167,41 @@ void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st);
 
 /* The directory path (borrowed, valid until close). */
 const char *tfs_plog_path(const struct tfs_plog *pl);
+
+/* ---- point reads through verified windows (plog_read.c) ----
+ *
+ * A window is a private copy of a run of whole batches of one segment, read with
+ * one I/O around a wanted offset, each batch checked (CRC and record structure)
+ * once, with an index from offset to record: copying one record out of it costs
+ * a binary search and the parse of that record. It covers the offsets
+ * [first, last] of its batches, and stays true for this partition log for as long
+ * as the log is open: records are never changed, renumbered or brought back, only
+ * dropped (a record the cleaner dropped since is still in an older window, which
+ * is harmless: the key directory no longer names it). So a caller may keep
+ * windows and reuse them, keyed by the partition log and an offset range, as long
+ * as it also holds what keeps the log open (a topic reference): a pointer to a
+ * closed log may be reused by a new one.
+ * tfs_plog_read_key and tfs_plog_read_offset are built on windows too.
+ * Threads: a window is immutable; any number of threads may copy from it. */
+struct tfs_plog_window;
+
+/* Reads the window that holds offset. Caller owns *out; tfs_plog_window_free.
+ * -ENOENT if offset is not in the log (never written, cleaned away, below the log
+ * start), TFS_ECORRUPT (logged) if the batches on the way to it cannot be read. */
+int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_plog_window **out);
+void tfs_plog_window_free(struct tfs_plog_window *w);
+/* The offsets the window's batches cover; a record in [first, last] that the
+ * window lacks is not in the log. */
+void tfs_plog_window_range(const struct tfs_plog_window *w, tfs_offset_t *first,
+                           tfs_offset_t *last);
+/* Bytes of memory the window holds (for a cache's bound). */
+size_t tfs_plog_window_memory(const struct tfs_plog_window *w);
+/* Copies the record at offset (inside the window's range) into *out. -ENOENT if
+ * the log has no record there, TFS_ECORRUPT (logged) if its batch failed its checks.
+ * out->batch is the header of the batch as the window read it: a cleaning pass
+ * since may have rewritten that batch (same base offset, other CRC, count and
+ * attributes); callers that show batch fields read the log instead. */
+int tfs_plog_window_copy(const struct tfs_plog_window *w, tfs_offset_t offset,
+                         struct tfs_record_copy *out);
 
 #endif

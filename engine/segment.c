@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +417,69 @@ int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd)
 	}
 	s->deleted = true;
 	return rc;
+}
+
+/* ---- flushing ahead ---- */
+
+static void *flush_main(void *arg)
+{
+	struct tfs_segment *s = arg;
+	int fd = tfs_fdcache_get(s->fdcache, &s->log), rc;
+
+	if (fd < 0)
+		return (void *)(intptr_t)fd;
+	rc = tfs_io_fsync(s->io, fd, true);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	return (void *)(intptr_t)rc;
+}
+
+/* Joins the flush thread; blocking waits for it, otherwise only a finished one is
+ * joined. Returns true when no flush is running any more. */
+static bool flush_join(struct tfs_segment *s, bool blocking)
+{
+	void *res;
+	int rc;
+
+	if (!s->flush_running)
+		return true;
+	rc = blocking ? pthread_join(s->flush_thread, &res) : pthread_tryjoin_np(s->flush_thread, &res);
+	if (rc != 0)
+		return false;     /* EBUSY: still flushing */
+	s->flush_running = false;
+	if ((intptr_t)res < 0 && s->flush_err == 0) {
+		s->flush_err = (int)(intptr_t)res;
+		tfs_log_error("segment", "background flush of %s/%020" PRId64 ".log failed: %s",
+		              s->dir, s->base_offset, tfs_strerror(s->flush_err));
+	}
+	tfs_segment_unref(s);  /* the flush thread's reference */
+	return true;
+}
+
+void tfs_segment_flush_ahead(struct tfs_segment *s, int64_t flush_ahead_bytes)
+{
+	tfs_pos_t size = tfs_segment_size(s);
+
+	if (size - s->flush_mark < flush_ahead_bytes || !flush_join(s, false))
+		return;
+	tfs_segment_ref(s);
+	if (pthread_create(&s->flush_thread, NULL, flush_main, s) != 0) {
+		tfs_segment_unref(s);
+		return;
+	}
+	s->flush_running = true;
+	s->flush_mark = size;
+}
+
+int tfs_segment_flush_wait(struct tfs_segment *s)
+{
+	flush_join(s, true);
+	return s->flush_err;
+}
+
+void tfs_segment_note_flushed(struct tfs_segment *s, tfs_pos_t upto)
+{
+	if (upto > s->flush_mark)
+		s->flush_mark = upto;
 }
 
 /* ---- the cleaner's output ---- */

@@ -28,6 +28,7 @@
 #ifndef TFS_SEGMENT_H
 #define TFS_SEGMENT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -79,6 +80,12 @@ struct tfs_segment {
 	 * cleaner's output; an append path that writes producer ids must set it too:
 	 * the cleaner reads producer and transaction state only from such segments. */
 	bool has_producer_ids;
+
+	/* Flushing ahead (tfs_segment_flush_ahead); the partition's writer only. */
+	pthread_t flush_thread;
+	bool flush_running;                /* flush_thread started and not yet joined */
+	int flush_err;                     /* first failure of a background flush; sticky */
+	tfs_pos_t flush_mark;              /* committed size the last flush started at */
 };
 
 /* Formats "<dir>/<20 digits><suffix>" into buf. */
@@ -130,6 +137,30 @@ int tfs_segment_indexes_match(struct tfs_segment *s);
 int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size);
 /* Renames the files to *.deleted; they are unlinked when the last ref goes. */
 int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd);
+
+/* ---- flushing ahead (the append path) ----
+ * Writes go to the page cache; an fsync then waits for every dirty byte, at the
+ * disk's pace. So that a roll, a sync or a durable append does not wait for a whole
+ * segment's worth, the writer starts a background fdatasync of the active segment
+ * each time flush_ahead_bytes more were committed: the disk works while the writer
+ * goes on encoding. It promises nothing: a record is durable only once an fsync
+ * that started after it was written returned, as before. A failed background
+ * flush is remembered (fsync errors may drop the dirty pages, so a later fsync
+ * can succeed without the bytes being on disk) and returned by every later
+ * tfs_segment_flush_wait. Each flush is a short-lived thread holding a reference to
+ * the segment until it is joined (by the next flush_ahead or by flush_wait, which
+ * the writer calls before a roll, a durable write and close).
+ * Threads: the partition's writer (the group-commit leader) only. */
+
+/* Starts a background fdatasync when none runs and at least flush_ahead_bytes were
+ * committed since the last one started (or since tfs_segment_note_flushed). Not
+ * being able to start one is not an error: the next fsync does the work. */
+void tfs_segment_flush_ahead(struct tfs_segment *s, int64_t flush_ahead_bytes);
+/* Waits for a background flush in flight. Returns 0, or the sticky error of any
+ * background flush of this segment that failed. */
+int tfs_segment_flush_wait(struct tfs_segment *s);
+/* Notes that an fsync made the first upto bytes durable in the foreground. */
+void tfs_segment_note_flushed(struct tfs_segment *s, tfs_pos_t upto);
 
 /* ---- the cleaner's output (cleaner_swap.c) ----
  * A cleaned segment is written as <base>.log.cleaned with .index.cleaned and

@@ -675,6 +675,56 @@ static void test_reuse_across_batches(void **state)
 	record_set_free(&s);
 }
 
+/* A batch encoded at base offset 0 and placed later (the partition log's
+ * appenders do this): setting the base offset keeps the CRC valid, moves every
+ * record's offset, and gives the bytes a builder started at that offset makes.
+ * A reserve before adding changes nothing in the output. */
+static void test_batch_placed_after_encoding(void **state)
+{
+	enum { N = 200 };
+	const tfs_offset_t base = 1234567890123ll;
+	struct tfs_batch_builder b, direct;
+	struct tfs_record_iter it;
+	struct tfs_batch_header h;
+	struct record_set s;
+	const uint8_t *out, *want;
+	uint8_t *copy;
+	size_t len, want_len;
+	(void)state;
+
+	record_set_make(&s, N, 99);
+	tfs_batch_builder_init(&b);
+	tfs_batch_builder_init(&direct);
+	tfs_record_iter_init(&it);
+	for (int codec = 0; codec < 2; codec++) {
+		int16_t attrs = codec ? TFS_CODEC_ZSTD : TFS_CODEC_NONE;
+		struct tfs_batch_params p0 = params_default(0, attrs), pb = params_default(base, attrs);
+		tfs_batch_builder_reset(&b, &p0);
+		assert_int_equal(tfs_batch_builder_reserve(&b, (size_t)N * 512), 0);
+		tfs_batch_builder_reset(&direct, &pb);
+		for (size_t i = 0; i < N; i++) {
+			assert_int_equal(tfs_batch_builder_add(&b, &s.in[i]), 0);
+			assert_int_equal(tfs_batch_builder_add(&direct, &s.in[i]), 0);
+		}
+		assert_int_equal(tfs_batch_builder_finish(&b, -1, &out, &len), 0);
+		assert_int_equal(tfs_batch_builder_finish(&direct, -1, &want, &want_len), 0);
+		copy = dup_exact(out, len);
+		assert_int_equal(tfs_batch_check_crc(copy, len, NULL), 0);
+		tfs_batch_set_base_offset(copy, base);
+		assert_int_equal(len, want_len);
+		assert_memory_equal(copy, want, len);
+		assert_int_equal(tfs_batch_verify(copy, len, NULL), 0);
+		assert_int_equal(tfs_batch_header_decode(copy, len, &h, NULL), 0);
+		assert_int_equal(h.base_offset, base);
+		check_records(&it, copy, len, s.in, N);
+		free(copy);
+	}
+	tfs_record_iter_release(&it);
+	tfs_batch_builder_release(&b);
+	tfs_batch_builder_release(&direct);
+	record_set_free(&s);
+}
+
 static void test_builder_add_at_gaps(void **state)
 {
 	(void)state;
@@ -1334,6 +1384,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_none),
 		cmocka_unit_test(test_roundtrip_zstd),
 		cmocka_unit_test(test_reuse_across_batches),
+		cmocka_unit_test(test_batch_placed_after_encoding),
 		cmocka_unit_test(test_builder_add_at_gaps),
 		cmocka_unit_test(test_builder_errors),
 		cmocka_unit_test(test_log_append_time),

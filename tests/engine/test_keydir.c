@@ -538,6 +538,138 @@ static void test_random_ops_match_reference_1m(void **state)
 	free(ref.seen);
 }
 
+/* ---- tfs_keydir_apply: the prefetching batch path ---- */
+
+/* Keys of one apply batch; the ops' slices point here. */
+struct apply_batch {
+	struct tfs_keydir_op *ops;
+	uint8_t *keys;
+	size_t n, klen, cap;
+};
+
+/* Queues the change of ref_put / ref_remove and updates the reference the same way. */
+static void batch_add(struct apply_batch *b, struct ref *ref, uint32_t id, bool remove,
+                      tfs_offset_t offset)
+{
+	uint8_t *kp = b->keys + b->klen;
+	size_t len = make_key(id, kp);
+	struct tfs_keydir_op *op = &b->ops[b->n++];
+
+	assert_true(b->n <= b->cap);
+	b->klen += len;
+	op->key = tfs_slice_make(kp, len);
+	op->hash = tfs_keydir_hash(op->key);
+	op->remove = remove;
+	op->info = info_at(offset);
+	if (remove) {
+		if (ref->off[id] >= 0 && ref->off[id] < offset) {
+			ref->off[id] = -1;
+			ref->count--;
+			ref->key_bytes -= len;
+		}
+	} else if (ref->off[id] < 0) {
+		ref->count++;
+		ref->key_bytes += len;
+		ref->off[id] = offset;
+	} else if (offset >= ref->off[id]) {
+		ref->off[id] = offset;
+	}
+}
+
+static void batch_apply(struct tfs_keydir *kd, struct apply_batch *b)
+{
+	assert_int_equal(tfs_keydir_apply(kd, b->ops, b->n), 0);
+	b->n = 0;
+	b->klen = 0;
+}
+
+/* The same kind of workload as above through tfs_keydir_apply in batches of random
+ * sizes: changes of one key repeat inside a batch, and the table doubles, halves
+ * and compacts in the middle of batches while later changes are being prefetched.
+ * The result must be exactly that of the changes one by one. */
+static void test_apply_batches_match_reference(void **state)
+{
+	enum { BATCH_MAX = 3000 };
+	struct tfs_keydir *kd = tfs_keydir_create();
+	struct ref ref = { 0 };
+	struct apply_batch b = { .cap = BATCH_MAX };
+	uint64_t seed = 0xa991;
+	tfs_offset_t clock = 0;
+	size_t want = 0;
+	(void)state;
+	ref.off = malloc(REF_IDS * sizeof *ref.off);
+	ref.seen = malloc(REF_IDS);
+	b.ops = malloc(BATCH_MAX * sizeof *b.ops);
+	b.keys = malloc((size_t)BATCH_MAX * KEY_BUF_BYTES / 2);   /* keys are <= 2000 bytes */
+	assert_non_null(ref.off);
+	assert_non_null(ref.seen);
+	assert_non_null(b.ops);
+	assert_non_null(b.keys);
+	for (uint32_t i = 0; i < REF_IDS; i++)
+		ref.off[i] = -1;
+
+	for (int phase = 0; phase < 3; phase++) {
+		/* 0: 300k inserts over 64k ids (repeats in a batch); 1: random changes and
+		 * stale replays over 256k ids (grows); 2: tombstones for ids below 250k,
+		 * most of the keys (halves the table, compacts), then inserts */
+		for (uint32_t i = 0; i < 300000; i++) {
+			uint32_t id = (uint32_t)(rng(&seed) & (phase == 0 ? 0xffff : 0x3ffff));
+			unsigned op = (unsigned)(rng(&seed) % 100);
+			if (want == 0)
+				want = 1 + rng(&seed) % BATCH_MAX;
+			if (phase == 0 || (phase == 1 && op < 40) || (phase == 2 && i >= 250000)) {
+				batch_add(&b, &ref, id, false, ++clock);
+			} else if (phase == 2 || op < 75) {
+				batch_add(&b, &ref, phase == 2 ? i : id, true, ++clock);
+			} else if (ref.off[id] > 0) {
+				batch_add(&b, &ref, id, op < 90,
+				          (tfs_offset_t)(rng(&seed) % (uint64_t)ref.off[id]));
+			}
+			if (b.n >= want) {
+				batch_apply(kd, &b);
+				want = 0;
+			}
+		}
+		batch_apply(kd, &b);
+		ref_verify(kd, &ref);
+	}
+	tfs_keydir_destroy(kd);
+	free(ref.off);
+	free(ref.seen);
+	free(b.ops);
+	free(b.keys);
+}
+
+/* Distinct keys with one forced hash, applied in one batch: the pipeline's guess
+ * (the head entry has the change's hash, so fetch its key) is wrong for all but
+ * one of them, and every key must still be told apart by its bytes. */
+static void test_apply_with_equal_hashes(void **state)
+{
+	enum { KEYS = 200, HASH = 0x1234 };
+	struct tfs_keydir *kd = tfs_keydir_create();
+	struct tfs_keydir_op ops[2 * KEYS];
+	uint8_t keys[KEYS][8];
+	struct tfs_keyinfo info;
+	(void)state;
+	for (int i = 0; i < KEYS; i++) {
+		snprintf((char *)keys[i], sizeof keys[i], "k%05d", i);
+		ops[i] = (struct tfs_keydir_op){ tfs_slice_make(keys[i], 6), HASH, false, info_at(i + 1) };
+		/* then every other key again, newer; the rest removed */
+		ops[KEYS + i] = (struct tfs_keydir_op){ tfs_slice_make(keys[i], 6), HASH, i % 2 == 1,
+		                                        info_at(KEYS + i + 1) };
+	}
+	assert_int_equal(tfs_keydir_apply(kd, ops, 2 * KEYS), 0);
+	assert_check(kd);
+	assert_int_equal(tfs_keydir_count(kd), KEYS / 2);
+	for (int i = 0; i < KEYS; i++) {
+		int got = tfs_keydir__get_hashed(kd, tfs_slice_make(keys[i], 6), HASH, &info);
+		assert_int_equal(got, i % 2 == 0);
+		if (got)
+			assert_info_at(&info, KEYS + i + 1);
+	}
+	tfs_keydir_destroy(kd);
+}
+
 /* ---- scans ---- */
 
 static int cmp_u64(const void *a, const void *b)
@@ -1004,6 +1136,8 @@ int main(void)
 		cmocka_unit_test(test_empty_key_is_a_key),
 		cmocka_unit_test(test_long_keys),
 		cmocka_unit_test(test_random_ops_match_reference_1m),
+		cmocka_unit_test(test_apply_batches_match_reference),
+		cmocka_unit_test(test_apply_with_equal_hashes),
 		cmocka_unit_test(test_scan_visits_every_key_once_in_ascending_hash_order),
 		cmocka_unit_test(test_scan_resumed_while_table_grows_never_repeats_or_misses),
 		cmocka_unit_test(test_scan_resumed_while_keys_removed_never_repeats_or_misses),

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -589,6 +590,189 @@ static void groups_split_into_batches_keep_every_record(void **state)
 	run_concurrent_appenders(f);
 }
 
+/* Units big enough that appenders waiting behind a leader encode them themselves,
+ * mixed with single records the leader encodes, while another thread flips the
+ * topic's compression (a unit encoded under the old config is re-encoded by the
+ * leader). Every unit is one batch at consecutive offsets, its appender reads it
+ * back the moment the append returns, and everything survives a reopen. */
+enum { BIG_WRITERS = 3, BIG_UNITS = 60, BIG_RECS = 40, BIG_VALUE = 150 };
+
+struct big_writer {
+	struct tfs_plog *pl;
+	int id;
+	tfs_offset_t first[BIG_UNITS];
+	int failed;
+};
+
+static void big_value(char *v, int writer, int unit, int rec)
+{
+	int n = snprintf(v, BIG_VALUE + 1, "w%d-u%d-r%d-", writer, unit, rec);
+	memset(v + n, 'a' + (writer + unit + rec) % 26, (size_t)(BIG_VALUE - n));
+	v[BIG_VALUE] = '\0';
+}
+
+static void *big_writer_main(void *p)
+{
+	struct big_writer *w = p;
+	static char keys[BIG_WRITERS][BIG_RECS][16];
+	char (*vals)[BIG_VALUE + 1] = malloc(sizeof(*vals) * BIG_RECS);
+	struct tfs_append_rec recs[BIG_RECS];
+
+	for (int u = 0; u < BIG_UNITS && !w->failed; u++) {
+		int n = u % 5 == 4 ? 1 : BIG_RECS;     /* every fifth unit is one record */
+		memset(recs, 0, sizeof(recs));
+		for (int i = 0; i < n; i++) {
+			snprintf(keys[w->id][i], sizeof(keys[w->id][i]), "w%d-k%d", w->id, i);
+			big_value(vals[i], w->id, u, i);
+			recs[i].key = tfs_slice_make(keys[w->id][i], strlen(keys[w->id][i]));
+			recs[i].value = tfs_slice_make(vals[i], BIG_VALUE);
+		}
+		if (tfs_plog_append(w->pl, recs, (size_t)n, u % 7 == 0, &w->first[u], NULL) != 0) {
+			w->failed = 1;
+			break;
+		}
+		/* read-your-writes: the unit's last record is what a lookup returns now */
+		{
+			struct tfs_record_copy rc;
+			if (tfs_plog_read_key(w->pl, recs[n - 1].key, &rc) != 0 ||
+			    rc.offset != w->first[u] + n - 1 || rc.value_len != BIG_VALUE ||
+			    memcmp(rc.value, vals[n - 1], BIG_VALUE) != 0)
+				w->failed = 2;
+			tfs_record_copy_release(&rc);
+		}
+	}
+	free(vals);
+	return NULL;
+}
+
+struct flipper {
+	struct tfs_plog *pl;
+	struct tfs_topic_config cfg;
+	atomic_int stop;
+};
+
+static void *flipper_main(void *p)
+{
+	struct flipper *fl = p;
+	for (int i = 0; !atomic_load(&fl->stop); i++) {
+		fl->cfg.compression = i % 2 ? TFS_CODEC_ZSTD : TFS_CODEC_NONE;
+		tfs_plog_set_config(fl->pl, &fl->cfg);
+		usleep(200);
+	}
+	return NULL;
+}
+
+static void check_big_units(struct fx *f, struct big_writer *w)
+{
+	char v[BIG_VALUE + 1];
+	for (int t = 0; t < BIG_WRITERS; t++) {
+		for (int u = 0; u < BIG_UNITS; u++) {
+			int n = u % 5 == 4 ? 1 : BIG_RECS;
+			tfs_offset_t batch_base = -1;
+			for (int i = 0; i < n; i++) {
+				struct tfs_record_copy rc;
+				big_value(v, t, u, i);
+				assert_int_equal(tfs_plog_read_offset(f->pl, w[t].first[u] + i, &rc), 0);
+				assert_int_equal(rc.value_len, BIG_VALUE);
+				assert_memory_equal(rc.value, v, BIG_VALUE);
+				if (i == 0)
+					batch_base = rc.batch.base_offset;
+				assert_int_equal(rc.batch.base_offset, batch_base);   /* one batch */
+				tfs_record_copy_release(&rc);
+			}
+		}
+	}
+}
+
+static void big_units_encoded_by_their_appenders_land_whole_and_in_order(void **state)
+{
+	struct fx *f = *state;
+	pthread_t th[BIG_WRITERS], flip;
+	struct big_writer *w = calloc(BIG_WRITERS, sizeof(*w));
+	struct flipper fl = { 0 };
+	uint8_t *seen;
+	tfs_offset_t total = 0;
+
+	f->cfg.segment_bytes = 512 * 1024;             /* rolls in the middle */
+	f->pl = open_pl(f);
+	fl.pl = f->pl;
+	fl.cfg = f->cfg;
+	pthread_create(&flip, NULL, flipper_main, &fl);
+	for (int t = 0; t < BIG_WRITERS; t++) {
+		w[t].pl = f->pl;
+		w[t].id = t;
+		pthread_create(&th[t], NULL, big_writer_main, &w[t]);
+	}
+	for (int t = 0; t < BIG_WRITERS; t++)
+		pthread_join(th[t], NULL);
+	atomic_store(&fl.stop, 1);
+	pthread_join(flip, NULL);
+	for (int t = 0; t < BIG_WRITERS; t++) {
+		assert_int_equal(w[t].failed, 0);
+		for (int u = 0; u < BIG_UNITS; u++)
+			total += u % 5 == 4 ? 1 : BIG_RECS;
+	}
+	/* the units tile the offsets: no overlap, no hole */
+	seen = calloc((size_t)total, 1);
+	for (int t = 0; t < BIG_WRITERS; t++) {
+		for (int u = 0; u < BIG_UNITS; u++) {
+			int n = u % 5 == 4 ? 1 : BIG_RECS;
+			for (int i = 0; i < n; i++) {
+				tfs_offset_t off = w[t].first[u] + i;
+				assert_true(off >= 0 && off < total);
+				assert_int_equal(seen[off], 0);
+				seen[off] = 1;
+			}
+		}
+	}
+	free(seen);
+	check_big_units(f, w);
+	reopen(f);
+	check_big_units(f, w);
+	free(w);
+}
+
+/* Non-durable appends past the flush-ahead threshold start a background
+ * fdatasync; when it fails, no later sync or durable append may claim
+ * durability, even once fsyncs work again (the failed one may have dropped dirty
+ * pages). Non-durable appends go on. A reopen starts afresh. */
+static void a_failed_background_flush_fails_later_syncs(void **state)
+{
+	struct fx *f = *state;
+	/* ~11 MB: past partition_log.c's FLUSH_AHEAD_BYTES (8 MiB), below a segment */
+	enum { UNIT_RECS = 1000, VALUE_BYTES = 900, UNITS = 12 };
+	struct tfs_append_rec *recs = calloc(UNIT_RECS, sizeof(*recs));
+	char *value = malloc(VALUE_BYTES);
+	char (*keys)[16] = malloc(sizeof(*keys) * UNIT_RECS);
+	struct tfs_append_rec r = { 0 };
+
+	memset(value, 'v', VALUE_BYTES);
+	for (int i = 0; i < UNIT_RECS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		recs[i].key = tfs_slice_make(keys[i], strlen(keys[i]));
+		recs[i].value = tfs_slice_make(value, VALUE_BYTES);
+	}
+	f->pl = open_pl(f);
+	assert_int_equal(tfs_io_set_fault(f->io, "fsync:1:EIO"), 0);
+	for (int u = 0; u < UNITS; u++)
+		assert_int_equal(tfs_plog_append(f->pl, recs, UNIT_RECS, false, NULL, NULL), 0);
+	assert_int_equal(tfs_plog_sync(f->pl), -EIO);
+	tfs_io_set_fault(f->io, NULL);
+	assert_int_equal(tfs_plog_sync(f->pl), -EIO);
+	r.key = tfs_slice_make("a", 1);
+	r.value = tfs_slice_make("1", 1);
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, true, NULL, NULL), -EIO);
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);
+	assert_value(f->pl, "a", "1");
+	reopen(f);
+	assert_value(f->pl, "a", "1");
+	assert_int_equal(tfs_plog_sync(f->pl), 0);
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, true, NULL, NULL), 0);
+	free(recs);
+	free(value);
+	free(keys);
+}
+
 /* ---- crashes ---- */
 
 /* Appends in a child that the fault spec kills at its n-th mutating operation;
@@ -690,6 +874,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_failed_write_leaves_nothing_visible, setup, teardown),
 		cmocka_unit_test_setup_teardown(concurrent_appenders_get_unique_readable_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(groups_split_into_batches_keep_every_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(big_units_encoded_by_their_appenders_land_whole_and_in_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_failed_background_flush_fails_later_syncs, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("partition_log", tests, NULL, NULL);

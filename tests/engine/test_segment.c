@@ -153,6 +153,72 @@ static void deleted_segments_keep_reading_until_the_last_ref(void **state)
 	assert_int_equal(access(p, F_OK), -1);
 }
 
+/* Writes len bytes at the end of the (pinned) segment and commits them. */
+static void append_bytes(struct fx *f, size_t len)
+{
+	static uint8_t chunk[1 << 16];
+	tfs_pos_t pos = tfs_segment_size(f->s);
+	int fd = tfs_segment_fd(f->s);
+
+	memset(chunk, 'x', sizeof(chunk));
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done < sizeof(chunk) ? len - done : sizeof(chunk);
+		assert_int_equal(tfs_io_write(f->io, fd, chunk, n, (uint64_t)(pos + (tfs_pos_t)done)), 0);
+		done += n;
+	}
+	atomic_store(&f->s->size, pos + (tfs_pos_t)len);
+}
+
+static void flushing_ahead_starts_past_the_threshold_and_is_waited_for(void **state)
+{
+	struct fx *f = *state;
+	uint64_t ops;
+
+	assert_int_equal(tfs_segment_pin(f->s), 0);
+	append_bytes(f, 1000);
+	ops = tfs_io_op_count(f->io);
+	tfs_segment_flush_ahead(f->s, 4096);           /* below the threshold: nothing */
+	assert_false(f->s->flush_running);
+	assert_int_equal(tfs_segment_flush_wait(f->s), 0);
+	assert_int_equal(tfs_io_op_count(f->io), ops);
+
+	append_bytes(f, 5000);
+	ops = tfs_io_op_count(f->io);
+	tfs_segment_flush_ahead(f->s, 4096);
+	assert_true(f->s->flush_running);
+	assert_int_equal(f->s->flush_mark, 6000);
+	assert_int_equal(tfs_segment_flush_wait(f->s), 0);
+	assert_false(f->s->flush_running);
+	assert_int_equal(tfs_io_op_count(f->io), ops + 1);   /* the fdatasync */
+
+	/* an fsync in the foreground moves the mark: no flush for bytes it covered */
+	append_bytes(f, 5000);
+	tfs_segment_note_flushed(f->s, 11000);
+	tfs_segment_flush_ahead(f->s, 4096);
+	assert_false(f->s->flush_running);
+	tfs_segment_unpin(f->s);
+}
+
+/* A failed background flush may have cost dirty pages, so later fsyncs prove
+ * nothing about the bytes before it: the error stays. */
+static void a_failed_background_flush_is_reported_by_every_later_wait(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(tfs_segment_pin(f->s), 0);
+	append_bytes(f, 5000);
+	assert_int_equal(tfs_io_set_fault(f->io, "fsync:1:EIO"), 0);
+	tfs_segment_flush_ahead(f->s, 4096);
+	assert_true(f->s->flush_running);
+	assert_int_equal(tfs_segment_flush_wait(f->s), -EIO);
+	tfs_io_set_fault(f->io, NULL);
+	append_bytes(f, 5000);
+	tfs_segment_flush_ahead(f->s, 4096);           /* this one succeeds... */
+	assert_int_equal(tfs_segment_flush_wait(f->s), -EIO);   /* ...the error stays */
+	assert_int_equal(tfs_segment_flush_wait(f->s), -EIO);
+	tfs_segment_unpin(f->s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +226,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(first_batch_is_never_indexed_then_every_4096_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(index_files_are_kafkas_layout_and_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(deleted_segments_keep_reading_until_the_last_ref, setup, teardown),
+		cmocka_unit_test_setup_teardown(flushing_ahead_starts_past_the_threshold_and_is_waited_for, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_failed_background_flush_is_reported_by_every_later_wait, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("segment", tests, NULL, NULL);
 }
