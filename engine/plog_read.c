@@ -1,5 +1,6 @@
-/* plog_read.c - reading a partition: by key, by offset, and with a cursor over
- * every record on disk.
+/* plog_read.c - reading a partition: by key and by offset (through windows of
+ * verified batches, see the end of this file), and with a cursor over every
+ * record on disk.
  *
  * Readers take the partition lock only to copy what they need (the key's offset,
  * a new reference to the segment list, an index position); the I/O itself runs
@@ -8,13 +9,16 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/plog_internal.h"
 #include "io/log.h"
 
-#define POINT_READ_CHUNK (16u << 10)    /* a key read: one index interval and then some */
+#define WINDOW_READ_BYTES (16u << 10)   /* a point read: the index interval (4 KiB by
+                                         * default) around the offset and then some, so
+                                         * that neighbours come along in the same I/O */
 #define SCAN_READ_CHUNK (1u << 20)      /* cursors read sequentially in big chunks */
 #define MAX_BATCH_BYTES (256u << 20)    /* a larger declared batch is corrupt */
 #define KEY_READ_RETRIES 3              /* a key rewritten and cleaned between lookup and read */
@@ -242,22 +246,12 @@ void tfs_record_copy_release(struct tfs_record_copy *rc)
 
 int tfs_plog_read_offset(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_record_copy *out)
 {
-	struct tfs_plog_cursor *c = NULL;
-	struct tfs_record r;
-	struct tfs_batch_header bh;
-	int rc;
+	struct tfs_plog_window *w = NULL;
+	int rc = tfs_plog_window_read(pl, offset, &w);
 
-	if (offset < 0)
-		return -ENOENT;
-	rc = cursor_open(pl, offset, POINT_READ_CHUNK, &c);
-	if (rc < 0)
-		return rc;
-	rc = tfs_plog_cursor_next(c, &r, &bh);
-	if (rc == 1)
-		rc = r.offset == offset ? copy_record(&r, &bh, out) : -ENOENT;
-	else if (rc == 0)
-		rc = -ENOENT;
-	tfs_plog_cursor_close(c);
+	if (rc == 0)
+		rc = tfs_plog_window_copy(w, offset, out);
+	tfs_plog_window_free(w);
 	return rc;
 }
 
@@ -371,4 +365,381 @@ void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
 	st->live_keys = tfs_keydir_count(pl->kd);
 	st->keydir_memory_bytes = (int64_t)tfs_keydir_memory_bytes(pl->kd);
 	pthread_rwlock_unlock(&pl->lock);
+}
+
+/* ---- windows (see partition_log.h) --------------------------------------------
+ *
+ * A point read used to decode the whole batch around its record through a cursor:
+ * a 16 KiB read, then the batch again in full, its CRC, and every one of its
+ * records parsed, for each key opened (a batch of a .put holds ~1,600 records).
+ * A window does the I/O and the checks once: the batches read along with the
+ * wanted one are checked too (CRC, then every record, exactly as a cursor would),
+ * and each record's position is kept, so that a caller that keeps the window
+ * pays a binary search and one record's parse for the next key in it.
+ *
+ * Finding the batch: the segment's index gives the position of the last indexed
+ * batch at or below the offset; from there a read of WINDOW_READ_BYTES holds the
+ * wanted batch unless batches are large. A batch that does not fit is either
+ * skipped by its header alone (it ends below the offset) or read whole. The
+ * window is the run of whole batches of the last read. Bytes at or past a
+ * segment's corrupt_at (a sealed segment's damage found at open) are never used,
+ * as for cursors. A batch that fails its checks does not spoil the window: copying
+ * from it reports (and logs) the error, as a cursor reaching it would have.
+ */
+
+struct win_rec {
+	tfs_offset_t offset;
+	uint32_t pos;                   /* of its encoding in its batch's records region */
+	uint32_t len;                   /* of its encoding, length varint included */
+};
+
+struct win_batch {
+	struct tfs_batch_header h;
+	tfs_pos_t seg_pos;              /* where it starts in the segment (log lines) */
+	const uint8_t *region;          /* its records: in the window's bytes, or zbody */
+	uint8_t *zbody;                 /* owned decompressed region (zstd), or NULL */
+	uint32_t first_rec, rec_count;  /* its records in the window's recs[] */
+	bool sorted;                    /* offsets strictly increase (Kafka's rule) */
+	int err;                        /* 0, or what copying from it returns */
+	const char *why;                /* the static reason of err */
+};
+
+struct tfs_plog_window {
+	tfs_offset_t first, last;
+	char *log_name;                 /* "<dir>/<base>.log" of its segment */
+	uint8_t *bytes;
+	size_t len;
+	struct win_batch *batches;
+	uint32_t batch_count;
+	struct win_rec *recs;
+	uint32_t rec_count, rec_cap;
+	size_t memory;
+};
+
+static int seg_corrupt(struct tfs_plog *pl, struct tfs_segment *seg, tfs_pos_t pos,
+                       const char *why)
+{
+	tfs_log_error("plog", "corrupt batch in %s/%020" PRId64 ".log at position %" PRId64 ": %s",
+	              pl->path, seg->base_offset, pos, why ? why : "invalid");
+	return TFS_ECORRUPT;
+}
+
+void tfs_plog_window_free(struct tfs_plog_window *w)
+{
+	if (!w)
+		return;
+	for (uint32_t i = 0; i < w->batch_count; i++)
+		free(w->batches[i].zbody);
+	free(w->batches);
+	free(w->recs);
+	free(w->bytes);
+	free(w->log_name);
+	free(w);
+}
+
+static int push_rec(struct tfs_plog_window *w, tfs_offset_t offset, size_t pos, size_t len)
+{
+	if (w->rec_count == w->rec_cap) {
+		uint32_t ncap = w->rec_cap ? w->rec_cap * 2 : 64;
+		struct win_rec *nr = realloc(w->recs, (size_t)ncap * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		w->recs = nr;
+		w->rec_cap = ncap;
+	}
+	w->recs[w->rec_count++] = (struct win_rec){ offset, (uint32_t)pos, (uint32_t)len };
+	return 0;
+}
+
+/* Checks one whole batch of the window and indexes its records. Only -ENOMEM
+ * fails; a bad batch is marked (b->err) and left out of the index. */
+static int index_batch(struct tfs_plog_window *w, struct win_batch *b, const uint8_t *p,
+                       size_t size, struct tfs_record_iter *it)
+{
+	const uint8_t *end;
+	struct tfs_record r;
+	tfs_offset_t prev = -1;
+	int rc;
+
+	b->first_rec = w->rec_count;
+	b->sorted = true;
+	rc = tfs_batch_check_crc(p, size, &b->why);
+	if (rc == 0)
+		rc = tfs_record_iter_reset(it, p, size, &b->why);
+	if (rc == 0) {
+		b->region = it->p;
+		end = it->end;
+		while ((rc = tfs_record_iter_next(it, &r, &b->why)) == 1) {
+			if (r.offset <= prev)
+				b->sorted = false;
+			prev = r.offset;
+			rc = push_rec(w, r.offset, (size_t)(r.raw.p - b->region), r.raw.len);
+			if (rc < 0)
+				break;
+		}
+		/* zstd: the records live in the iterator's buffer, reused for the next
+		 * batch; keep a copy of exactly this region. */
+		if (rc == 0 && b->region != p + TFS_BATCH_HEADER_BYTES && end > b->region) {
+			size_t rlen = (size_t)(end - b->region);
+			b->zbody = malloc(rlen);
+			if (!b->zbody)
+				rc = -ENOMEM;
+			else {
+				memcpy(b->zbody, b->region, rlen);
+				b->region = b->zbody;
+				w->memory += rlen;
+			}
+		}
+	}
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0) {
+		b->err = rc;
+		w->rec_count = b->first_rec;    /* none of a bad batch's records is served */
+	}
+	b->rec_count = w->rec_count - b->first_rec;
+	return 0;
+}
+
+/* Builds a window out of buf[0, len): whole batches whose headers were decoded
+ * already. Takes buf over (also on failure). */
+static int window_build(struct tfs_plog *pl, struct tfs_segment *seg, tfs_pos_t pos,
+                        uint8_t *buf, size_t len, struct tfs_plog_window **out)
+{
+	struct tfs_plog_window *w = calloc(1, sizeof(*w));
+	struct tfs_record_iter it;
+	size_t q, name_len;
+	uint32_t n = 0;
+	int rc = 0;
+
+	*out = NULL;
+	if (!w) {
+		free(buf);
+		return -ENOMEM;
+	}
+	w->bytes = buf;
+	w->len = len;
+	for (q = 0; q < len; n++) {
+		struct tfs_batch_header h;
+		(void)tfs_batch_header_decode(buf + q, len - q, &h, NULL);
+		q += tfs_batch_size(&h);
+	}
+	name_len = strlen(pl->path) + TFS_SEGMENT_NAME_DIGITS + sizeof("/.log");
+	w->batches = calloc(n, sizeof(*w->batches));
+	w->log_name = malloc(name_len);
+	if (!w->batches || !w->log_name) {
+		tfs_plog_window_free(w);
+		return -ENOMEM;
+	}
+	snprintf(w->log_name, name_len, "%s/%020" PRId64 ".log", pl->path, seg->base_offset);
+	tfs_record_iter_init(&it);
+	for (q = 0; q < len && rc == 0; w->batch_count++) {
+		struct win_batch *b = &w->batches[w->batch_count];
+		size_t size;
+
+		(void)tfs_batch_header_decode(buf + q, len - q, &b->h, NULL);
+		size = tfs_batch_size(&b->h);
+		b->seg_pos = pos + (tfs_pos_t)q;
+		rc = index_batch(w, b, buf + q, size, &it);
+		q += size;
+	}
+	tfs_record_iter_release(&it);
+	if (rc < 0) {
+		tfs_plog_window_free(w);
+		return rc;
+	}
+	w->first = w->batches[0].h.base_offset;
+	w->last = tfs_batch_last_offset(&w->batches[w->batch_count - 1].h);
+	w->memory += sizeof(*w) + len + name_len + (size_t)n * sizeof(*w->batches) +
+	             (size_t)w->rec_cap * sizeof(*w->recs);
+	*out = w;
+	return 0;
+}
+
+int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_plog_window **out)
+{
+	struct tfs_seglist *l;
+	struct tfs_segment *seg;
+	tfs_pos_t pos, limit;
+	uint8_t *buf = NULL;
+	size_t cap = 0, need = 0;
+	int idx, rc;
+
+	*out = NULL;
+	if (offset < 0)
+		return -ENOENT;
+	pthread_rwlock_rdlock(&pl->lock);   /* the list and the active segment's index */
+	l = pl->segs;
+	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+	idx = tfs__seglist_find(l, offset);
+	pos = idx < 0 ? 0 : tfs_segment_lookup(l->seg[idx], offset);
+	pthread_rwlock_unlock(&pl->lock);
+	if (idx < 0) {
+		rc = -ENOENT;
+		goto out;
+	}
+	seg = l->seg[idx];
+	limit = tfs_segment_size(seg);
+	if (seg->corrupt_at >= 0 && seg->corrupt_at < limit)
+		limit = seg->corrupt_at;        /* nothing from there on is trusted */
+	for (;;) {
+		size_t want, end = 0, next_size = 0;
+		tfs_offset_t last_whole = -1, next_last = -1;
+		const char *why = NULL;
+		ssize_t n;
+
+		if (pos >= limit) {
+			rc = seg->corrupt_at >= 0 && pos >= seg->corrupt_at ?
+			     seg_corrupt(pl, seg, pos, "past a corrupt batch found at open") : -ENOENT;
+			goto out;
+		}
+		if ((tfs_pos_t)need > limit - pos) {
+			rc = seg_corrupt(pl, seg, pos, "batch extends past the segment");
+			goto out;
+		}
+		want = need > WINDOW_READ_BYTES ? need : WINDOW_READ_BYTES;
+		if ((tfs_pos_t)want > limit - pos)
+			want = (size_t)(limit - pos);
+		if (want > cap) {
+			uint8_t *nb = realloc(buf, want);
+			if (!nb) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+			cap = want;
+		}
+		n = tfs_segment_read(seg, buf, want, pos);
+		if (n < 0) {
+			rc = (int)n;
+			goto out;
+		}
+		if ((size_t)n < want) {
+			rc = seg_corrupt(pl, seg, pos, "segment shorter than its size");
+			goto out;
+		}
+		while (end + TFS_BATCH_HEADER_BYTES <= want) {
+			struct tfs_batch_header h;
+			size_t size;
+
+			rc = tfs_batch_header_decode(buf + end, want - end, &h, &why);
+			if (rc < 0) {
+				if (rc != TFS_EUNSUPPORTED)
+					rc = seg_corrupt(pl, seg, pos + (tfs_pos_t)end, why);
+				goto out;
+			}
+			size = tfs_batch_size(&h);
+			if (size > MAX_BATCH_BYTES) {
+				rc = seg_corrupt(pl, seg, pos + (tfs_pos_t)end,
+				                 "batch larger than any valid batch");
+				goto out;
+			}
+			if (size > want - end) {
+				next_size = size;
+				next_last = tfs_batch_last_offset(&h);
+				break;
+			}
+			end += size;
+			last_whole = tfs_batch_last_offset(&h);
+		}
+		if (end > 0 && last_whole >= offset) {
+			if (end < cap / 2) {            /* a big chunk around small batches */
+				uint8_t *nb = realloc(buf, end);
+				if (nb)
+					buf = nb;
+			}
+			rc = window_build(pl, seg, pos, buf, end, out);
+			buf = NULL;
+			goto out;
+		}
+		/* The offset lies past every whole batch read. */
+		if (next_size) {
+			pos += (tfs_pos_t)end;
+			if (next_last < offset)
+				pos += (tfs_pos_t)next_size;    /* skipped by its header alone */
+			else
+				need = next_size;               /* read it whole */
+			continue;
+		}
+		if (end == 0) {
+			rc = seg_corrupt(pl, seg, pos, "truncated batch header");
+			goto out;
+		}
+		pos += (tfs_pos_t)end;
+		need = 0;
+	}
+out:
+	free(buf);
+	tfs__seglist_put(l);
+	return rc;
+}
+
+void tfs_plog_window_range(const struct tfs_plog_window *w, tfs_offset_t *first,
+                           tfs_offset_t *last)
+{
+	*first = w->first;
+	*last = w->last;
+}
+
+size_t tfs_plog_window_memory(const struct tfs_plog_window *w)
+{
+	return w->memory;
+}
+
+int tfs_plog_window_copy(const struct tfs_plog_window *w, tfs_offset_t offset,
+                         struct tfs_record_copy *out)
+{
+	const struct win_batch *b = NULL;
+	const struct win_rec *rec = NULL;
+	struct tfs_record r;
+	const char *why = NULL;
+	uint32_t lo, hi;
+	int rc;
+
+	if (offset < w->first || offset > w->last)
+		return -ENOENT;
+	lo = 0;
+	hi = w->batch_count;
+	while (lo < hi) {                       /* the last batch with base <= offset */
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (w->batches[mid].h.base_offset <= offset) {
+			b = &w->batches[mid];
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	if (!b || tfs_batch_last_offset(&b->h) < offset)
+		return -ENOENT;                 /* a gap the cleaner left */
+	if (b->err) {
+		tfs_log_error("plog", "corrupt batch in %s at position %" PRId64 ": %s",
+		              w->log_name, b->seg_pos, b->why ? b->why : "invalid");
+		return b->err;
+	}
+	lo = b->first_rec;
+	hi = b->first_rec + b->rec_count;
+	if (b->sorted) {
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (w->recs[mid].offset < offset)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < b->first_rec + b->rec_count && w->recs[lo].offset == offset)
+			rec = &w->recs[lo];
+	} else {
+		for (; lo < hi && !rec; lo++)
+			if (w->recs[lo].offset == offset)
+				rec = &w->recs[lo];
+	}
+	if (!rec)
+		return -ENOENT;
+	rc = tfs_record_decode_one(&b->h, b->region + rec->pos, rec->len, &r, &why);
+	if (rc < 0) {
+		tfs_log_error("plog", "corrupt batch in %s at position %" PRId64 ": %s",
+		              w->log_name, b->seg_pos, why ? why : "invalid");
+		return rc;
+	}
+	return copy_record(&r, &b->h, out);
 }

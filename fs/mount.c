@@ -52,6 +52,7 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 	pthread_mutex_init(&m->deferred_lock, NULL);
 	m->read_only = o->read_only;
 	m->reader_cache = o->reader_cache;
+	m->max_read = o->max_read;
 	m->key_timeout = o->cache_timeout;
 	m->dir_timeout = o->cache_timeout > TFS_DIR_TIMEOUT_S ? o->cache_timeout : TFS_DIR_TIMEOUT_S;
 	if (o->cache_timeout == 0.0)
@@ -73,6 +74,8 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 		m->root_mode = 0755;
 	}
 	rc = tfs_inode_table_create(&tops, &m->inodes);
+	if (rc == 0)
+		rc = tfs_readcache_create(&tops, TFS_READCACHE_BYTES, &m->readcache);
 	if (rc < 0)
 		goto fail;
 	*out = m;
@@ -108,6 +111,7 @@ void tfs_mount_destroy(struct tfs_mount *m)
 	while ((fh = m->handles) != NULL)
 		fh->free_fn(m, fh);
 	tfs_inode_table_destroy(m->inodes);
+	tfs_readcache_destroy(m->readcache);   /* its topic references, before the engine */
 	tfs_engine_close(m->engine);
 	pthread_mutex_destroy(&m->handles_lock);
 	pthread_mutex_destroy(&m->deferred_lock);

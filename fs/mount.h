@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "fs/inode.h"
 #include "fs/notify.h"
+#include "fs/readcache.h"
 
 struct fuse_session;
 struct fuse_conn_info_opts;
@@ -32,6 +33,9 @@ struct tfs_opts;
 struct tfs_fh;
 struct tfs_key_handle;
 
+#define TFS_READCACHE_BYTES (16u << 20)  /* windows kept for opening keys: a cp -r
+                                          * of 100,000 .put keys reads 63 windows of
+                                          * ~150 KiB each */
 #define TFS_DIR_TIMEOUT_S 3600.0    /* directories and control entries: they change
                                      * only through this mount, which invalidates */
 
@@ -51,9 +55,11 @@ struct tfs_mount {
 	struct fuse_session *se;               /* set once mounted */
 	struct tfs_inode_table *inodes;
 	struct tfs_notifier *notifier;         /* NULL until started */
+	struct tfs_readcache *readcache;       /* windows for opening keys (node_key.c) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;
 	bool reader_cache;                     /* -o reader_cache (node_key.c) */
+	unsigned max_read;                     /* the max_read mount option (opts.c) */
 	double key_timeout;                    /* keys and history entries */
 	double dir_timeout;
 	struct tfs_topic_config topic_defaults;/* the mount's defaults (removexattr) */

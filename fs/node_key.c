@@ -31,6 +31,25 @@
  * direct_io: every read() is answered from the pinned copy, which keeps the
  * promise in all cases (first reads are as fast; only re-reads of large values
  * lose the cache, and MAP_SHARED mmap of a key is ENODEV).
+ *
+ * Why no open of a writable mount may take the page cache, not even one whose
+ * record is the one whose size the kernel was last told, with no other version's
+ * reader open: what cuts a page-cache reader happens after its open, in the
+ * kernel, without asking us. fs/fuse (fuse_finish_open, and fuse_do_setattr for
+ * ATTR_OPEN) sets i_size to 0 and truncates the page cache when a writer opens
+ * with O_TRUNC, after our OPEN reply and with no request of its own; a reader
+ * whose read() is between filling its pages and sampling i_size returns 0 (the
+ * reader's next read would GETATTR with its handle and see its pinned length,
+ * but that read never comes: cat stops at 0). Likewise any reply that carries the
+ * newest size (stat, ls -l, the writer's own fstat or ftruncate) truncates, and a
+ * writer's direct write beyond i_size grows it, so the reader reads zero-filled
+ * pages past its value. Holding the writer's OPEN until page-cache readers close
+ * would make writers wait for as long as any reader keeps its descriptor. With -o
+ * reader_cache, tests/integration/test_concurrency.sh failed (measured: dozens of
+ * values cut short or ending in zeros in 15 s). So the page cache serves readers only
+ * where no value can change: on a read-only mount (no writers, no cleaner, no
+ * .put), where every reader uses it, with keep_cache (the pages the kernel holds
+ * are of the only version there is).
  * With -o reader_cache, readers use the page cache where it is safe at open:
  *   - per node we track the record offset whose pages the kernel may hold
  *     (cache_offset) and the open handles reading through it (cache_users);
@@ -374,7 +393,7 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	h->mtime_ms = tfs_now_ms();
 	if (trunc)
 		return 0;
-	rc = tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &rc_copy);
+	rc = tfs_readcache_read_key(m->readcache, n->topic, pl, tfs_slice_make(kb, klen), &rc_copy);
 	if (rc == -ENOENT)
 		return 0;                       /* not live: start empty */
 	if (rc < 0)
@@ -444,7 +463,8 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	pending = n->writers != NULL;
 	unlinked = n->unlinked;
 	pthread_mutex_unlock(&n->lock);
-	rc = unlinked ? -ENOENT : tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &h->rec);
+	rc = unlinked ? -ENOENT :
+	     tfs_readcache_read_key(m->readcache, n->topic, pl, tfs_slice_make(kb, klen), &h->rec);
 	if (rc == -ENOENT && pending) {
 		/* Created, not committed yet: a reader sees no uncommitted byte. */
 		h->rec.offset = TFS_OFFSET_NONE;
@@ -458,7 +478,11 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
 	pthread_mutex_lock(&n->lock);
 	tfs_key__link_locked(n, h);
-	if (h->rec.offset == TFS_OFFSET_NONE || !m->reader_cache) {
+	if (h->rec.offset == TFS_OFFSET_NONE) {
+		fi->direct_io = 1;
+	} else if (m->read_only) {
+		fi->keep_cache = 1;             /* the only version there is (see above) */
+	} else if (!m->reader_cache) {
 		fi->direct_io = 1;
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;

@@ -113,6 +113,8 @@ static uint64_t stat_of(atomic_uint_fast64_t *c)
 static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *rows,
                           size_t nrows, size_t ntopics)
 {
+	struct tfs_readcache_stats rcs;
+
 	PART_GAUGE(f, rows, nrows, "topicfs_partition_size_bytes",
 	           "Bytes in the partition's segment files.", r->st.size_bytes);
 	PART_GAUGE(f, rows, nrows, "topicfs_partition_log_start_offset",
@@ -147,6 +149,14 @@ static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *r
 	        stat_of(&m->stats.lookups));
 	counter(f, "topicfs_fs_invalidations_total", "Cache invalidations sent to the kernel.",
 	        tfs_notifier_sent(m->notifier));
+	tfs_readcache_stats(m->readcache, &rcs);
+	counter(f, "topicfs_fs_read_window_hits_total",
+	        "Key opens served from a kept window of checked batches.", rcs.hits);
+	counter(f, "topicfs_fs_read_window_misses_total",
+	        "Key opens that read a window from the log.", rcs.misses);
+	gauge(f, "topicfs_fs_read_windows", "Windows of checked batches kept for key opens.",
+	      rcs.windows);
+	gauge(f, "topicfs_fs_read_window_bytes", "Memory held by those windows.", rcs.bytes);
 }
 
 static void write_status(FILE *f, struct tfs_mount *m, const struct part_row *rows,

@@ -52,6 +52,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		fuse_apply_conn_info_opts(m->conn_opts, conn);
 	/* The kernel must not own sizes or O_APPEND: other nodes change keys. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* libfuse requires the mount option's value here too (see opts.c). */
+	conn->max_read = m->max_read;
 	/* Parallel readers of large values: the default of 12 caps them (FAST'17). */
 	if (conn->max_background < 64)
 		conn->max_background = 64;
