@@ -28,7 +28,7 @@
 #      default backend and on --io sync (for comparison; no target)
 #   5. bench_open --records OPEN_RECORDS (warm, and cold with --drop-caches when
 #      /proc/sys/vm/drop_caches is writable)
-#   6. bench_keydir, if the build dir has it (another engineer's bench)
+#   6. bench_keydir (key directory memory and speed at 1M keys)
 # Targets:
 #   append: batched appends (batch 1000) write the log at >= 0.5 x dd's MB/s for
 #           the same bytes (ratio = log MB/s / dd MB/s; for zstd the log is smaller,
@@ -62,7 +62,7 @@ if ! make -C "$BUILD" -j"$(nproc)" bench_append bench_open >"$BUILD/bench-make.l
 	[[ -x $BUILD/bench_append && -x $BUILD/bench_open ]] || die "no bench binaries in $BUILD"
 	note "using the binaries already in $BUILD"
 fi
-make -C "$BUILD" bench_keydir >/dev/null 2>&1 || true   # another engineer's, if it exists
+make -C "$BUILD" bench_keydir >/dev/null 2>&1 || true   # optional: run below only if it built
 mkdir -p "$DATA" || die "cannot create $DATA"
 DATA=$(cd "$DATA" && pwd)
 LOGS=$(mktemp -d /tmp/tfs-engine-bench.XXXXXX)
