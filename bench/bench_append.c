@@ -67,6 +67,8 @@ struct opts {
 	unsigned writers;
 	unsigned batch;
 	bool zstd;
+	bool zstd_level_set;
+	int zstd_level;                   /* compression.zstd.level, if zstd_level_set */
 	bool random_keys;
 	bool keep;
 	uint64_t durable_every;           /* records; 0 = only the final sync */
@@ -153,6 +155,8 @@ static void usage(FILE *f)
 	        "  --writers W        threads appending to the same partition (default 1)\n"
 	        "  --batch B          records per tfs_plog_append call (default %u)\n"
 	        "  --zstd             compression.type zstd\n"
+	        "  --zstd-level N     compression.zstd.level N (implies --zstd; default: the\n"
+	        "                     topic default, 3)\n"
 	        "  --durable-every N  a durable append after each N records of a writer\n"
 	        "  --dir DIR          parent of the fresh data directory (default %s)\n"
 	        "  --io KIND          auto, uring or sync (default $TFS_IO, else auto)\n"
@@ -179,7 +183,7 @@ static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t *ou
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_WRITERS, O_BATCH, O_ZSTD,
-	       O_DURABLE, O_DIR, O_IO, O_KEEP, O_HELP };
+	       O_ZSTD_LEVEL, O_DURABLE, O_DIR, O_IO, O_KEEP, O_HELP };
 	static const struct option longopts[] = {
 		{ "records", required_argument, NULL, O_RECORDS },
 		{ "keys", required_argument, NULL, O_KEYS },
@@ -188,6 +192,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "writers", required_argument, NULL, O_WRITERS },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "zstd", no_argument, NULL, O_ZSTD },
+		{ "zstd-level", required_argument, NULL, O_ZSTD_LEVEL },
 		{ "durable-every", required_argument, NULL, O_DURABLE },
 		{ "dir", required_argument, NULL, O_DIR },
 		{ "io", required_argument, NULL, O_IO },
@@ -237,6 +242,21 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_ZSTD:
 			o->zstd = true;
 			break;
+		case O_ZSTD_LEVEL: {
+			/* checked as the topic config checks it, when it is set */
+			char *end;
+			long level;
+			errno = 0;
+			level = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || level < INT_MIN || level > INT_MAX) {
+				fprintf(stderr, "bench_append: bad --zstd-level: %s\n", optarg);
+				return -EINVAL;
+			}
+			o->zstd = true;
+			o->zstd_level_set = true;
+			o->zstd_level = (int)level;
+			break;
+		}
 		case O_DURABLE:
 			if (parse_u64("--durable-every", optarg, 1, &o->durable_every) < 0)
 				return -EINVAL;
@@ -320,6 +340,14 @@ int main(int argc, char **argv)
 	tfs_topic_config_defaults(&cfg);
 	if (o.zstd)
 		cfg.compression = TFS_CODEC_ZSTD;
+	if (o.zstd_level_set) {
+		char level[32];
+		snprintf(level, sizeof(level), "%d", o.zstd_level);
+		if (tfs_topic_config_set(&cfg, "compression.zstd.level", level) < 0) {
+			fprintf(stderr, "bench_append: --zstd-level %s is out of zstd's range\n", level);
+			goto out;
+		}
+	}
 	{
 		struct tfs_plog_env env = { io, fdc, &cfg, false };
 		rc = tfs_plog_open(&env, part, true, &pl);
@@ -329,9 +357,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	printf("# bench_append records=%" PRIu64 " keys=%" PRIu64 " key_order=%s value_bytes=%u "
-	       "writers=%u batch=%u compression=%s durable_every=%" PRIu64 " io=%s dir=%s\n",
+	       "writers=%u batch=%u compression=%s zstd_level=%d durable_every=%" PRIu64
+	       " io=%s dir=%s\n",
 	       o.records, o.keys, o.random_keys ? "random" : "round-robin", o.value_bytes,
-	       o.writers, o.batch, o.zstd ? "zstd" : "none", o.durable_every,
+	       o.writers, o.batch, o.zstd ? "zstd" : "none", cfg.zstd_level, o.durable_every,
 	       tfs_io_kind_name(tfs_io_kind_of(io)), root);
 
 	pthread_barrier_init(&start, NULL, o.writers + 1);

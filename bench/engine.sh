@@ -16,6 +16,8 @@
 #                           the median run of each is reported
 #   IO=                     --io for the appends and the open (auto, uring, sync;
 #                           default: each bench's default, $TFS_IO else auto)
+#   ZSTD_FAST_LEVELS="1 -1" compression.zstd.level values a user would pick for
+#                           throughput, each measured beside the default level (3)
 #   STRICT=1                exit 3 when a target FAILs (default: exit 0 once every
 #                           benchmark ran; 1 if one of them failed to run)
 #
@@ -23,7 +25,9 @@
 #   1. bench_append --batch 1000 --writers 1 (its log size sizes the dd baseline)
 #   2. dd if=/dev/zero of=DATA_DIR/ddtest bs=1M count=<log MiB> conv=fdatasync;
 #      MB/s = bytes / seconds as dd reports them (MB = 10^6 bytes)
-#   3. bench_append --batch 1000 x --writers 2, and --zstd x --writers 1, 2
+#   3. bench_append --batch 1000 x --writers 2, and --zstd x --writers 1, 2 at the
+#      default compression.zstd.level (3) and at each of ZSTD_FAST_LEVELS (rows
+#      b1000_wW_zstd_lN)
 #   4. bench_append --batch 1 x --writers 1, 2 (single-record appends), on the
 #      default backend and on --io sync (for comparison; no target)
 #   5. bench_open --records OPEN_RECORDS (warm, and cold with --drop-caches when
@@ -32,7 +36,8 @@
 # Targets:
 #   append: batched appends (batch 1000) write the log at >= 0.5 x dd's MB/s for
 #           the same bytes (ratio = log MB/s / dd MB/s; for zstd the log is smaller,
-#           so the ratio is of bytes that reach the disk; payload MB/s is shown too)
+#           so the ratio is of bytes that reach the disk; payload MB/s is shown too),
+#           at every zstd level measured
 #   open:   warm scan (log bytes / tfs_plog_open time) >= 1 GB/s
 set -u -o pipefail
 
@@ -44,6 +49,7 @@ SINGLE_RECORDS=${SINGLE_RECORDS:-1000000}
 OPEN_RECORDS=${OPEN_RECORDS:-10000000}
 REPEAT=${REPEAT:-3}
 IO=${IO:-}
+ZSTD_FAST_LEVELS=${ZSTD_FAST_LEVELS-1 -1}
 STRICT=${STRICT:-0}
 APPEND_TARGET_RATIO=0.5
 OPEN_TARGET_GBPS=1.0
@@ -114,7 +120,15 @@ declare -A CFG_ARGS=(
 	[b1_w1_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 1 --io sync"
 	[b1_w2_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 2 --io sync"
 )
-ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1_w1 b1_w2 b1_w1_iosync b1_w2_iosync)
+ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd)
+for level in $ZSTD_FAST_LEVELS; do
+	[[ $level =~ ^-?[0-9]+$ ]] || die "ZSTD_FAST_LEVELS: $level is not a level"
+	for w in 1 2; do
+		CFG_ARGS[b1000_w${w}_zstd_l$level]="--records $RECORDS --batch 1000 --writers $w --zstd-level $level"
+		ORDER+=("b1000_w${w}_zstd_l$level")
+	done
+done
+ORDER+=(b1_w1 b1_w2 b1_w1_iosync b1_w2_iosync)
 [[ -n $IO ]] && for tag in "${ORDER[@]}"; do
 	[[ $tag == *_iosync ]] || CFG_ARGS[$tag]+=" --io $IO"
 done
@@ -186,11 +200,11 @@ echo "   runs: ${DD_ALL[*]} MB/s; median $DD_MBPS MB/s"
 echo
 echo "== append: 100-byte values, 1M distinct keys round-robin, time includes the final tfs_plog_sync;"
 echo "   median of $REPEAT runs (spread = (max - min) / median records/s); io: $(awk '/^# bench_append/ { for (i = 1; i <= NF; i++) if ($i ~ /^io=/) print substr($i, 4); exit }' "$LOGS"/b1000_w1.*.out 2>/dev/null)"
-printf '%-15s %9s %10s %7s %8s %8s %7s %7s %7s\n' config records records/s spread "MB/s" payload "x dd" "RSS MB" target
+printf '%-18s %9s %10s %7s %8s %8s %7s %7s %7s\n' config records records/s spread "MB/s" payload "x dd" "RSS MB" target
 for tag in "${ORDER[@]}"; do
 	f=$(median_run "$tag")
 	if [[ -z $f ]]; then
-		printf '%-15s %9s %10s\n' "$tag" "-" "run failed"
+		printf '%-18s %9s %10s\n' "$tag" "-" "run failed"
 		continue
 	fi
 	mbps=$(metric "$f" mb_per_s)
@@ -204,11 +218,12 @@ for tag in "${ORDER[@]}"; do
 			TARGET_FAILS=$((TARGET_FAILS + 1))
 		fi
 	fi
-	printf '%-15s %9s %10s %7s %8s %8s %7s %7s %7s\n' "$tag" "$(metric "$f" records)" \
+	printf '%-18s %9s %10s %7s %8s %8s %7s %7s %7s\n' "$tag" "$(metric "$f" records)" \
 		"$(metric "$f" records_per_s)" "$(spread "$tag")" "$mbps" "$(metric "$f" payload_mb_per_s)" \
 		"$ratio" "$(metric "$f" peak_rss_mb)" "$target"
 done
 echo "   MB/s = log bytes on disk / s; payload = key+value MB / s; x dd = MB/s / dd median MB/s"
+echo "   *_zstd: compression.type zstd at the default compression.zstd.level (3); *_zstd_lN: at level N"
 echo "   b1_*: single-record appends (batch 1); *_iosync: the same on the pread/pwrite backend (--io sync)"
 echo "   target: batched appends (b1000_*) reach >= $APPEND_TARGET_RATIO x dd bandwidth for the same bytes"
 echo

@@ -864,11 +864,18 @@ static int deflate_body(struct tfs_batch_builder *b, size_t *body_len)
 		b->zctx = ZSTD_createCCtx();
 		if (!b->zctx)
 			return -ENOMEM;
+		b->zctx_level = ZSTD_CLEVEL_DEFAULT;   /* a fresh context's level */
 	}
-	ZSTD_CCtx_reset(b->zctx, ZSTD_reset_session_and_parameters);
-	if (ZSTD_isError(ZSTD_CCtx_setParameter(b->zctx, ZSTD_c_compressionLevel,
-	                                        b->params.zstd_level)))
-		return -EINVAL;
+	/* The parameters stay set from batch to batch: only the session is reset, and
+	 * the level is set when it changes. ZSTD_compress2 tells zstd the batch's
+	 * size, which sizes the window and tables to it. */
+	ZSTD_CCtx_reset(b->zctx, ZSTD_reset_session_only);
+	if (b->params.zstd_level != b->zctx_level) {
+		if (ZSTD_isError(ZSTD_CCtx_setParameter(b->zctx, ZSTD_c_compressionLevel,
+		                                        b->params.zstd_level)))
+			return -EINVAL;
+		b->zctx_level = b->params.zstd_level;
+	}
 	ret = ZSTD_compress2(b->zctx, b->out + TFS_BATCH_HEADER_BYTES, bound, b->rec, b->rec_len);
 	if (ZSTD_isError(ret))
 		return -ENOMEM;   /* the output bound always suffices: only allocation fails */

@@ -221,6 +221,7 @@ struct tfs_batch_builder {
 	int64_t base_ts, max_ts;
 	bool have_ts;
 	void *zctx;                  /* ZSTD_CCtx, created on first use, owned */
+	int zctx_level;              /* the level zctx is set to (valid if zctx) */
 };
 
 void tfs_batch_builder_init(struct tfs_batch_builder *b);

@@ -6,9 +6,10 @@
  *   caller                      leader (first waiter in the queue)
  *   ------                      ----------------------------------
  *   check size (EFBIG)
- *   a leader at work and a big
- *     unit: encode it as a batch
- *     at base offset 0, hash keys
+ *   a big unit and a leader at
+ *     work (or a codec): encode
+ *     it as a batch at base
+ *     offset 0, hash keys
  *   enqueue, wait  ---------->  take the waiters queued now (byte budget)
  *                               roll if the active segment is full or old
  *                               encode: one batch per max.message.bytes, a unit
@@ -29,7 +30,13 @@
  * idle while the leader encodes for both; a batch's CRC starts after its base
  * offset (batch_codec.h), so a batch encoded before its offsets are known is
  * placed by writing eight bytes. Records keep the appender's clock, which Kafka's
- * CreateTime allows; under LogAppendTime, or with a codec, the leader encodes.
+ * CreateTime allows; under LogAppendTime the leader encodes. With zstd the
+ * appender compresses too, on an encoder (builder and zstd context) the
+ * partition lends it (TFS__PLOG_ENCODERS), and does so even when no leader is at
+ * work, before it queues: a leader that compressed would hold the queue for it,
+ * and two writers would take turns on one core instead of compressing on two. A
+ * unit encoded under a compression.type or compression.zstd.level that has
+ * changed since is re-encoded by the leader.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,15 +64,23 @@
 #define GROUP_MAX_PREENCODED 256
 #define DIR_MODE 0755
 
+/* A reusable encoder, lent to one appender at a time (plog_internal.h). */
+struct tfs__encoder {
+	struct tfs_batch_builder builder;
+	uint64_t *hashes;
+	size_t hashes_cap;
+};
+
 /* A unit its appender encoded as a batch of its own while it waited for the
  * leader (see submit): base offset 0 until the leader places it. */
 struct preencoded {
-	struct tfs_batch_builder builder;  /* owns the batch; released by the appender */
+	struct tfs__encoder *enc;          /* owns the batch; given back by the appender */
 	const uint8_t *batch;
 	size_t len;
 	int16_t attributes;                /* the leader re-encodes if the config changed */
+	int zstd_level;
 	int64_t timestamp;
-	uint64_t *hashes;                  /* tfs_keydir_hash of each record's key */
+	const uint64_t *hashes;            /* tfs_keydir_hash of each record's key */
 };
 
 struct tfs__waiter {
@@ -215,6 +230,11 @@ void tfs_plog_close(struct tfs_plog *pl)
 	tfs__seglist_put(pl->segs);
 	tfs_keydir_destroy(pl->kd);
 	tfs_batch_builder_release(&pl->builder);
+	for (int i = 0; i < pl->nidle_enc; i++) {   /* all idle: no append is in flight */
+		tfs_batch_builder_release(&pl->idle_enc[i]->builder);
+		free(pl->idle_enc[i]->hashes);
+		free(pl->idle_enc[i]);
+	}
 	free(pl->wbuf);
 	free(pl->kops);
 	free(pl->uncleanable_reason);
@@ -399,6 +419,7 @@ static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batc
 	p->attributes = (int16_t)(pl->cfg.compression & TFS_ATTR_CODEC_MASK);
 	if (pl->cfg.timestamp_type == TFS_TS_LOG_APPEND_TIME)
 		p->attributes |= TFS_ATTR_LOG_APPEND_TIME;
+	p->zstd_level = pl->cfg.zstd_level;
 	p->leader_epoch = -1;
 	p->producer_id = -1;
 	p->producer_epoch = -1;
@@ -444,6 +465,17 @@ static int finish_batch(struct tfs_plog *pl, struct group_out *g, tfs_offset_t b
 	if (rc < 0)
 		return rc;
 	return out_add(pl, g, out, len, group_last, base, last, ts);
+}
+
+/* Whether a unit its appender encoded matches what the leader would write now,
+ * p being the group's batch parameters: the same codec and flags, and for zstd
+ * the same level. */
+static bool preencoded_current(const struct preencoded *pre, const struct tfs_batch_params *p)
+{
+	if (pre->attributes != p->attributes)
+		return false;
+	return (p->attributes & TFS_ATTR_CODEC_MASK) != TFS_CODEC_ZSTD ||
+	       pre->zstd_level == p->zstd_level;
 }
 
 /* Encodes, writes and publishes the group's n waiters from head. Leader only;
@@ -504,8 +536,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 				goto out;
 			in_batch = false;
 		}
-		if (w->pre && w->pre->attributes != params.attributes)
-			w->pre = NULL;        /* its appender still frees it */
+		if (w->pre && !preencoded_current(w->pre, &params))
+			w->pre = NULL;        /* its appender still gives it back */
 		if (w->pre) {
 			tfs_batch_set_base_offset((uint8_t *)w->pre->batch, next);
 			w->first = next;
@@ -646,23 +678,60 @@ out:
 	return rc;
 }
 
-/* Encodes a unit as a batch of its own, with base offset 0 and the records'
- * key hashes, for the leader to place (tfs_batch_set_base_offset). Returns 0,
- * -ENOMEM (the leader will encode it), or the error the leader would have hit. */
-static int preencode(struct preencoded *pre, int16_t attributes,
+/* Lends an idle encoder, making one if fewer than TFS__PLOG_ENCODERS exist;
+ * NULL when all are lent or memory is short (the leader encodes). Under q_lock. */
+static struct tfs__encoder *encoder_take(struct tfs_plog *pl)
+{
+	struct tfs__encoder *e;
+
+	if (pl->nidle_enc > 0)
+		return pl->idle_enc[--pl->nidle_enc];
+	if (pl->made_enc == TFS__PLOG_ENCODERS)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	tfs_batch_builder_init(&e->builder);
+	pl->made_enc++;
+	return e;
+}
+
+/* Takes back an encoder lent by encoder_take. Under q_lock. */
+static void encoder_give(struct tfs_plog *pl, struct tfs__encoder *e)
+{
+	pl->idle_enc[pl->nidle_enc++] = e;
+}
+
+/* Encodes a unit as a batch of its own on pre->enc, with base offset 0 and the
+ * records' key hashes, for the leader to place (tfs_batch_set_base_offset).
+ * Returns 0, -ENOMEM (the leader will encode it), or the error the leader would
+ * have hit. */
+static int preencode(struct preencoded *pre, int16_t attributes, int zstd_level,
                      const struct tfs_append_rec *recs, size_t count, size_t bytes)
 {
 	struct tfs_batch_params params = {
 		.attributes = attributes, .leader_epoch = -1, .producer_id = -1,
-		.producer_epoch = -1, .base_sequence = -1,
+		.producer_epoch = -1, .base_sequence = -1, .zstd_level = zstd_level,
 	};
-	int rc;
+	struct tfs__encoder *e = pre->enc;
+	int rc = 0;
 
 	pre->attributes = attributes;
+	pre->zstd_level = zstd_level;
 	pre->timestamp = tfs_now_ms();
-	pre->hashes = malloc(count * sizeof(*pre->hashes));
-	tfs_batch_builder_reset(&pre->builder, &params);
-	rc = pre->hashes ? tfs_batch_builder_reserve(&pre->builder, bytes) : -ENOMEM;
+	if (count > e->hashes_cap) {
+		uint64_t *h = realloc(e->hashes, count * sizeof(*h));
+		if (h) {
+			e->hashes = h;
+			e->hashes_cap = count;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
+	pre->hashes = e->hashes;
+	tfs_batch_builder_reset(&e->builder, &params);
+	if (rc == 0)
+		rc = tfs_batch_builder_reserve(&e->builder, bytes);
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		const struct tfs_append_rec *r = &recs[i];
 		struct tfs_record_in in = {
@@ -671,24 +740,22 @@ static int preencode(struct preencoded *pre, int16_t attributes,
 			.timestamp = pre->timestamp, .headers = r->headers,
 			.header_count = r->header_count,
 		};
-		rc = tfs_batch_builder_add(&pre->builder, &in);
+		rc = tfs_batch_builder_add(&e->builder, &in);
 		if (!r->key_null)
-			pre->hashes[i] = tfs_keydir_hash(r->key);
+			e->hashes[i] = tfs_keydir_hash(r->key);
 	}
 	if (rc == 0)
-		rc = tfs_batch_builder_finish(&pre->builder, -1, &pre->batch, &pre->len);
+		rc = tfs_batch_builder_finish(&e->builder, -1, &pre->batch, &pre->len);
 	return rc;
 }
 
 /* Whether an appender that finds a leader at work encodes its unit itself, on its
  * own core, while it waits: for units big enough to be a batch of their own
  * without wasting space on headers, and not under log-append time (its
- * timestamps must follow offset order, so only the leader can take them) or a
- * codec (its context would be made per unit; the leader keeps one). */
+ * timestamps must follow offset order, so only the leader can take them). */
 static bool preencode_worth(const struct tfs_plog *pl, size_t bytes)
 {
-	return bytes >= PREENCODE_MIN_BYTES && pl->cfg.compression == TFS_CODEC_NONE &&
-	       pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME;
+	return bytes >= PREENCODE_MIN_BYTES && pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME;
 }
 
 /* Runs one append unit through the group-commit queue. */
@@ -699,12 +766,11 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	struct tfs__waiter self = { .recs = recs, .count = count, .durable = durable,
 	                            .exclusive = fn, .exclusive_arg = fn_arg };
 	struct tfs__waiter *stop, *w, *next;
-	struct preencoded pre = { .hashes = NULL };
+	struct preencoded pre = { .enc = NULL };
 	size_t budget = 0, n = 0, npre = 0;
 	int rc;
 
 	self.bytes = bytes;
-	tfs_batch_builder_init(&pre.builder);
 	pthread_cond_init(&self.cond, NULL);
 	pthread_mutex_lock(&pl->q_lock);
 	/* max.message.bytes bounds a batch; this unit alone must fit in one (the
@@ -717,18 +783,22 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	}
 	/* A leader is at work: encode while it does (config read under q_lock, which
 	 * tfs_plog_set_config takes). An empty queue means leading at once, and then
-	 * the leader's own builder does it without a copy. */
-	if (count > 0 && !fn && pl->q_head && preencode_worth(pl, bytes)) {
+	 * the leader's own builder does it without a copy - unless the unit is to be
+	 * compressed: then it is compressed before it queues, so that no leader holds
+	 * the queue for a compression and a second writer compresses meanwhile. */
+	if (count > 0 && !fn && (pl->q_head || pl->cfg.compression != TFS_CODEC_NONE) &&
+	    preencode_worth(pl, bytes) && (pre.enc = encoder_take(pl)) != NULL) {
 		int16_t attributes = (int16_t)(pl->cfg.compression & TFS_ATTR_CODEC_MASK);
+		int zstd_level = pl->cfg.zstd_level;
 		pthread_mutex_unlock(&pl->q_lock);
-		rc = preencode(&pre, attributes, recs, count, bytes);
+		rc = preencode(&pre, attributes, zstd_level, recs, count, bytes);
+		pthread_mutex_lock(&pl->q_lock);
 		if (rc < 0 && rc != -ENOMEM) {
 			self.result = rc;
-			goto release;
+			goto done;
 		}
 		if (rc == 0)
 			self.pre = &pre;
-		pthread_mutex_lock(&pl->q_lock);
 	}
 	if (pl->q_tail)
 		pl->q_tail->next = &self;
@@ -779,11 +849,12 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	else
 		pthread_cond_signal(&stop->cond);   /* the next leader */
 done:
+	/* the group that wrote the batch is complete: the encoder is free again */
+	if (pre.enc)
+		encoder_give(pl, pre.enc);
 	pthread_mutex_unlock(&pl->q_lock);
 release:
 	pthread_cond_destroy(&self.cond);
-	tfs_batch_builder_release(&pre.builder);
-	free(pre.hashes);
 	if (self.result == 0) {
 		if (first)
 			*first = self.first;

@@ -21,6 +21,14 @@ struct tfs_seglist {
 };
 
 struct tfs__waiter;
+struct tfs__encoder;
+
+/* Encoders (a builder and a key-hash array) lent to appenders that encode their
+ * own unit while a leader works (partition_log.c, submit). Made on first need and
+ * kept, since a zstd context costs too much to make per unit; one per appender
+ * that can be encoding or have its batch in the group being written, so a few
+ * beyond the cores keep every writer busy. */
+#define TFS__PLOG_ENCODERS 4
 
 struct tfs_plog {
 	char *path;
@@ -35,6 +43,9 @@ struct tfs_plog {
 
 	pthread_mutex_t q_lock;             /* the group-commit queue */
 	struct tfs__waiter *q_head, *q_tail;
+	/* under q_lock: idle encoders in idle_enc[0, nidle_enc); made_enc made so far */
+	struct tfs__encoder *idle_enc[TFS__PLOG_ENCODERS];
+	int nidle_enc, made_enc;
 
 	/* used only by the current group-commit leader */
 	struct tfs_batch_builder builder;

@@ -19,6 +19,9 @@
  *     "producer" (keep the producer's codec) also means none, since topicfs itself
  *     writes every batch it stores. gzip, snappy and lz4 are refused with a log line.
  *     get() prints the stored codec, so "producer" reads back as "none".
+ *   - compression.zstd.level (Kafka 3.8, KIP-390) is checked against the linked
+ *     libzstd's ZSTD_minCLevel()..ZSTD_maxCLevel(), as Kafka checks against zstd-jni's;
+ *     it applies only while compression.type is zstd.
  *   - flush.ms (Kafka's name) defaults to 1000 here rather than Kafka's Long.MAX_VALUE.
  *   - log.cleaner.threads is capped at 64; log.cleaner.dedupe.buffer.size must be at
  *     least 1 MiB; log.cleaner.io.buffer.size at least 4096.
@@ -36,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "engine/batch_codec.h"
 #include "io/file_util.h"
@@ -58,6 +62,7 @@
 #define DEF_SEGMENT_INDEX_BYTES (10 * 1048576)
 #define DEF_INDEX_INTERVAL_BYTES 4096
 #define DEF_FLUSH_MS ((int64_t)1000)           /* topicfs: page-cache bound */
+#define DEF_ZSTD_LEVEL 3                       /* ZstdCompression.DEFAULT_LEVEL */
 
 #define DEF_CLEANER_THREADS 1
 #define DEF_DEDUPE_BUFFER_BYTES (128 * MIB)
@@ -94,6 +99,7 @@ enum vkind {
 	V_POLICY,    /* unsigned TFS_POLICY_* bits */
 	V_CODEC,     /* int holding enum tfs_codec */
 	V_TSTYPE,    /* enum tfs_ts_type */
+	V_ZLEVEL,    /* int zstd level; bounds are the linked libzstd's, not imin..imax */
 };
 
 struct field {
@@ -130,6 +136,7 @@ static const struct field topic_fields[] = {
 	INT_FIELD(TC, "retention.bytes", retention_bytes, UNLIMITED, INT64_MAX),
 	INT_FIELD(TC, "max.message.bytes", max_message_bytes, 0, INT32_MAX),
 	KIND_FIELD(TC, "compression.type", compression, V_CODEC),
+	KIND_FIELD(TC, "compression.zstd.level", zstd_level, V_ZLEVEL),
 	KIND_FIELD(TC, "message.timestamp.type", timestamp_type, V_TSTYPE),
 	INT_FIELD(TC, "segment.index.bytes", segment_index_bytes, MIN_SEGMENT_INDEX_BYTES, INT32_MAX),
 	INT_FIELD(TC, "index.interval.bytes", index_interval_bytes, 0, INT32_MAX),
@@ -155,8 +162,8 @@ static const char *const topic_names[N_TOPIC + 1] = {
 	"cleanup.policy", "segment.bytes", "segment.ms", "min.cleanable.dirty.ratio",
 	"delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
 	"retention.ms", "retention.bytes", "max.message.bytes", "compression.type",
-	"message.timestamp.type", "segment.index.bytes", "index.interval.bytes", "flush.ms",
-	NULL,
+	"compression.zstd.level", "message.timestamp.type", "segment.index.bytes",
+	"index.interval.bytes", "flush.ms", NULL,
 };
 
 static const char *const cleaner_names[N_CLEANER + 1] = {
@@ -203,6 +210,7 @@ void tfs_topic_config_defaults(struct tfs_topic_config *c)
 	c->retention_bytes = DEF_RETENTION_BYTES;
 	c->max_message_bytes = DEF_MAX_MESSAGE_BYTES;
 	c->compression = TFS_CODEC_NONE;
+	c->zstd_level = DEF_ZSTD_LEVEL;
 	c->timestamp_type = TFS_TS_CREATE_TIME;
 	c->segment_index_bytes = DEF_SEGMENT_INDEX_BYTES;
 	c->index_interval_bytes = DEF_INDEX_INTERVAL_BYTES;
@@ -319,12 +327,18 @@ static int parse_value(const struct field *f, const char *value, struct value *v
 
 	switch (f->kind) {
 	case V_INT:
+	case V_ZLEVEL: {
+		int64_t lo = f->imin, hi = f->imax;
+		if (f->kind == V_ZLEVEL) {
+			lo = ZSTD_minCLevel();
+			hi = ZSTD_maxCLevel();
+		}
 		rc = parse_i64(value, &v->i);
-		if (rc == 0 && (v->i < f->imin || v->i > f->imax))
+		if (rc == 0 && (v->i < lo || v->i > hi))
 			rc = -ERANGE;
 		if (rc == -ERANGE) {
 			snprintf(why, why_cap, "%s=%.*s is out of range [%" PRId64 ", %" PRId64 "]",
-			         f->name, VALUE_MAX, value, f->imin, f->imax);
+			         f->name, VALUE_MAX, value, lo, hi);
 			return -EINVAL;
 		}
 		if (rc < 0) {
@@ -332,6 +346,7 @@ static int parse_value(const struct field *f, const char *value, struct value *v
 			return -EINVAL;
 		}
 		return 0;
+	}
 	case V_DOUBLE:
 		rc = parse_double(value, &v->d);
 		if (rc == 0 && (v->d > f->dmax || v->d < f->dmin || (f->dmin_open && v->d == f->dmin)))
@@ -412,6 +427,9 @@ static void store_value(void *base, const struct field *f, const struct value *v
 		break;
 	case V_TSTYPE:
 		*(enum tfs_ts_type *)(void *)p = (enum tfs_ts_type)v->i;
+		break;
+	case V_ZLEVEL:
+		*(int *)(void *)p = (int)v->i;   /* in range: checked against libzstd's */
 		break;
 	}
 }
@@ -518,6 +536,9 @@ static int format_field(const void *base, const struct field *f, char *buf, size
 		n = snprintf(buf, cap, "%s",
 		             name_or(ts_names, NFIELDS(ts_names),
 		                     *(const enum tfs_ts_type *)(const void *)p, "invalid"));
+		break;
+	case V_ZLEVEL:
+		n = snprintf(buf, cap, "%d", *(const int *)(const void *)p);
 		break;
 	}
 	if (n < 0)

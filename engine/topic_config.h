@@ -40,6 +40,9 @@ struct tfs_topic_config {
 	int64_t retention_bytes;       /* -1 = unlimited (default) */
 	int32_t max_message_bytes;     /* >= 0, default 1048588 */
 	int compression;               /* enum tfs_codec: none (default) or zstd */
+	int zstd_level;                /* compression.zstd.level: default 3, within
+	                                * ZSTD_minCLevel()..ZSTD_maxCLevel(); 0 is
+	                                * zstd's own default (3) */
 	enum tfs_ts_type timestamp_type;   /* default CreateTime */
 	int32_t segment_index_bytes;   /* default 10485760, >= 8 */
 	int32_t index_interval_bytes;  /* default 4096, >= 0 */

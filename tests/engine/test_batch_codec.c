@@ -675,6 +675,72 @@ static void test_reuse_across_batches(void **state)
 	record_set_free(&s);
 }
 
+/* Encodes s at level into a copy (caller frees) with builder b. */
+static uint8_t *zstd_at_level(struct tfs_batch_builder *b, const struct record_set *s, int level,
+                              size_t *len)
+{
+	struct tfs_batch_params p = params_default(0, TFS_CODEC_ZSTD);
+	const uint8_t *out;
+
+	p.zstd_level = level;
+	tfs_batch_builder_reset(b, &p);
+	for (size_t i = 0; i < s->n; i++)
+		assert_int_equal(tfs_batch_builder_add(b, &s->in[i]), 0);
+	assert_int_equal(tfs_batch_builder_finish(b, -1, &out, len), 0);
+	return dup_exact(out, *len);
+}
+
+/* A builder keeps its zstd context's parameters from batch to batch and sets the
+ * level only when it changes: whatever levels came before, each batch has the
+ * bytes a fresh builder makes at its level, and the levels are really applied
+ * (19 compresses these records smaller than -5). Level 0 is zstd's default, 3. */
+static void test_zstd_level_on_a_reused_builder(void **state)
+{
+	(void)state;
+	static const int levels[] = { -5, 19, 19, 1, 3, 0, -5, 3, 22, 0 };
+	struct tfs_batch_builder reused, fresh;
+	struct tfs_record_iter it;
+	struct record_set s;
+	size_t len_fast = 0, len_slow = 0;
+
+	record_set_make(&s, 400, 99);
+	tfs_batch_builder_init(&reused);
+	tfs_record_iter_init(&it);
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		size_t a_len, b_len;
+		uint8_t *a = zstd_at_level(&reused, &s, levels[i], &a_len);
+		uint8_t *b;
+
+		tfs_batch_builder_init(&fresh);
+		b = zstd_at_level(&fresh, &s, levels[i], &b_len);
+		tfs_batch_builder_release(&fresh);
+		if (a_len != b_len || memcmp(a, b, a_len) != 0)
+			fail_msg("level %d after %d: the reused builder's batch differs", levels[i],
+			         i ? levels[i - 1] : levels[i]);
+		assert_int_equal(tfs_record_iter_verify(&it, a, a_len, NULL), 0);
+		check_records(&it, a, a_len, s.in, s.n);
+		if (levels[i] == -5)
+			len_fast = a_len;
+		if (levels[i] == 19)
+			len_slow = a_len;
+		free(a);
+		free(b);
+	}
+	assert_true(len_slow < len_fast);
+	{
+		size_t l0, l3;
+		uint8_t *z0 = zstd_at_level(&reused, &s, 0, &l0);
+		uint8_t *z3 = zstd_at_level(&reused, &s, 3, &l3);
+		assert_int_equal(l0, l3);
+		assert_memory_equal(z0, z3, l0);
+		free(z0);
+		free(z3);
+	}
+	tfs_record_iter_release(&it);
+	tfs_batch_builder_release(&reused);
+	record_set_free(&s);
+}
+
 /* A batch encoded at base offset 0 and placed later (the partition log's
  * appenders do this): setting the base offset keeps the CRC valid, moves every
  * record's offset, and gives the bytes a builder started at that offset makes.
@@ -1385,6 +1451,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_zstd),
 		cmocka_unit_test(test_reuse_across_batches),
 		cmocka_unit_test(test_batch_placed_after_encoding),
+		cmocka_unit_test(test_zstd_level_on_a_reused_builder),
 		cmocka_unit_test(test_builder_add_at_gaps),
 		cmocka_unit_test(test_builder_errors),
 		cmocka_unit_test(test_log_append_time),

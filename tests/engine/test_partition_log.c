@@ -651,6 +651,20 @@ struct flipper {
 	atomic_int stop;
 };
 
+/* Changes compression.zstd.level on a zstd topic, and now and then the codec. */
+static void *level_flipper_main(void *p)
+{
+	static const int levels[] = { 1, -3, 3, 9, 0, -1 };
+	struct flipper *fl = p;
+	for (int i = 0; !atomic_load(&fl->stop); i++) {
+		fl->cfg.zstd_level = levels[i % 6];
+		fl->cfg.compression = i % 7 == 6 ? TFS_CODEC_NONE : TFS_CODEC_ZSTD;
+		tfs_plog_set_config(fl->pl, &fl->cfg);
+		usleep(200);
+	}
+	return NULL;
+}
+
 static void *flipper_main(void *p)
 {
 	struct flipper *fl = p;
@@ -662,7 +676,8 @@ static void *flipper_main(void *p)
 	return NULL;
 }
 
-static void check_big_units(struct fx *f, struct big_writer *w)
+/* want_codec: the codec of every unit's batch, or -1 when the config flipped. */
+static void check_big_units(struct fx *f, struct big_writer *w, int want_codec)
 {
 	char v[BIG_VALUE + 1];
 	for (int t = 0; t < BIG_WRITERS; t++) {
@@ -678,15 +693,17 @@ static void check_big_units(struct fx *f, struct big_writer *w)
 				if (i == 0)
 					batch_base = rc.batch.base_offset;
 				assert_int_equal(rc.batch.base_offset, batch_base);   /* one batch */
+				if (want_codec >= 0)
+					assert_int_equal(rc.batch.attributes & TFS_ATTR_CODEC_MASK, want_codec);
 				tfs_record_copy_release(&rc);
 			}
 		}
 	}
 }
 
-static void big_units_encoded_by_their_appenders_land_whole_and_in_order(void **state)
+/* Runs BIG_WRITERS big writers, with flip (NULL: none) changing the config. */
+static void run_big_units(struct fx *f, void *(*flip_main)(void *), int want_codec)
 {
-	struct fx *f = *state;
 	pthread_t th[BIG_WRITERS], flip;
 	struct big_writer *w = calloc(BIG_WRITERS, sizeof(*w));
 	struct flipper fl = { 0 };
@@ -697,7 +714,8 @@ static void big_units_encoded_by_their_appenders_land_whole_and_in_order(void **
 	f->pl = open_pl(f);
 	fl.pl = f->pl;
 	fl.cfg = f->cfg;
-	pthread_create(&flip, NULL, flipper_main, &fl);
+	if (flip_main)
+		pthread_create(&flip, NULL, flip_main, &fl);
 	for (int t = 0; t < BIG_WRITERS; t++) {
 		w[t].pl = f->pl;
 		w[t].id = t;
@@ -706,7 +724,8 @@ static void big_units_encoded_by_their_appenders_land_whole_and_in_order(void **
 	for (int t = 0; t < BIG_WRITERS; t++)
 		pthread_join(th[t], NULL);
 	atomic_store(&fl.stop, 1);
-	pthread_join(flip, NULL);
+	if (flip_main)
+		pthread_join(flip, NULL);
 	for (int t = 0; t < BIG_WRITERS; t++) {
 		assert_int_equal(w[t].failed, 0);
 		for (int u = 0; u < BIG_UNITS; u++)
@@ -726,10 +745,36 @@ static void big_units_encoded_by_their_appenders_land_whole_and_in_order(void **
 		}
 	}
 	free(seen);
-	check_big_units(f, w);
+	check_big_units(f, w, want_codec);
 	reopen(f);
-	check_big_units(f, w);
+	check_big_units(f, w, want_codec);
 	free(w);
+}
+
+static void big_units_encoded_by_their_appenders_land_whole_and_in_order(void **state)
+{
+	run_big_units(*state, flipper_main, -1);
+}
+
+/* The same on a zstd topic: appenders that wait behind a leader compress their
+ * units themselves, on encoders the partition lends. With the config steady every
+ * unit's batch is zstd; with compression.zstd.level (and now and then the codec)
+ * changing underneath, a unit encoded under an old level is re-encoded by the
+ * leader, and every unit still lands whole, in order, readable by its writer the
+ * moment its append returns. */
+static void big_zstd_units_compressed_by_their_appenders_land_whole(void **state)
+{
+	struct fx *f = *state;
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	f->cfg.zstd_level = 1;
+	run_big_units(f, NULL, TFS_CODEC_ZSTD);
+}
+
+static void big_zstd_units_survive_level_changes(void **state)
+{
+	struct fx *f = *state;
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	run_big_units(f, level_flipper_main, -1);
 }
 
 /* Non-durable appends past the flush-ahead threshold start a background
@@ -875,6 +920,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(concurrent_appenders_get_unique_readable_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(groups_split_into_batches_keep_every_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(big_units_encoded_by_their_appenders_land_whole_and_in_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(big_zstd_units_compressed_by_their_appenders_land_whole, setup, teardown),
+		cmocka_unit_test_setup_teardown(big_zstd_units_survive_level_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_failed_background_flush_fails_later_syncs, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
 	};

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "engine/batch_codec.h"
 #include "engine/topic_config.h"
@@ -20,7 +21,7 @@
 #include "tests/t_util.h"
 
 #define BUF_CAP 64
-#define N_TOPIC_NAMES 15
+#define N_TOPIC_NAMES 16
 #define N_CLEANER_NAMES 6
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -148,6 +149,7 @@ static void non_default(struct tfs_topic_config *c)
 		{ "retention.bytes", "1073741824" },
 		{ "max.message.bytes", "65536" },
 		{ "compression.type", "zstd" },
+		{ "compression.zstd.level", "-7" },
 		{ "message.timestamp.type", "LogAppendTime" },
 		{ "segment.index.bytes", "4096" },
 		{ "index.interval.bytes", "0" },
@@ -181,6 +183,7 @@ static void test_topic_defaults(void **state)
 	assert_int_equal(c.retention_bytes, -1);
 	assert_int_equal(c.max_message_bytes, 1048588);
 	assert_int_equal(c.compression, TFS_CODEC_NONE);
+	assert_int_equal(c.zstd_level, 3);
 	assert_int_equal(c.timestamp_type, TFS_TS_CREATE_TIME);
 	assert_int_equal(c.segment_index_bytes, 10485760);
 	assert_int_equal(c.index_interval_bytes, 4096);
@@ -197,6 +200,7 @@ static void test_topic_defaults(void **state)
 	expect_get(&c, "retention.bytes", "-1");
 	expect_get(&c, "max.message.bytes", "1048588");
 	expect_get(&c, "compression.type", "none");
+	expect_get(&c, "compression.zstd.level", "3");
 	expect_get(&c, "message.timestamp.type", "CreateTime");
 	expect_get(&c, "segment.index.bytes", "10485760");
 	expect_get(&c, "index.interval.bytes", "4096");
@@ -442,6 +446,59 @@ static void test_compression_and_timestamp(void **state)
 	expect_topic_reject(&c, "message.timestamp.type", "LogAppendTime ");
 }
 
+/* compression.zstd.level (KIP-390): default 3, any level the linked libzstd takes
+ * (ZSTD_minCLevel()..ZSTD_maxCLevel(), as Kafka asks zstd-jni), 0 included
+ * (zstd's own default); anything else is refused and changes nothing. */
+static void test_zstd_level(void **state)
+{
+	(void)state;
+	static const char *const junk[] = {
+		"", " 1", "1 ", "1.0", "3x", "fast", "0x3", "--1", "99999999999999999999",
+	};
+	struct tfs_topic_config c;
+	char min[BUF_CAP], max[BUF_CAP], below[BUF_CAP], above[BUF_CAP];
+
+	snprintf(min, sizeof(min), "%d", ZSTD_minCLevel());
+	snprintf(max, sizeof(max), "%d", ZSTD_maxCLevel());
+	snprintf(below, sizeof(below), "%d", ZSTD_minCLevel() - 1);
+	snprintf(above, sizeof(above), "%d", ZSTD_maxCLevel() + 1);
+	assert_true(ZSTD_minCLevel() < 0);   /* the negative (fast) levels exist */
+
+	tfs_topic_config_defaults(&c);
+	assert_int_equal(c.zstd_level, 3);
+	assert_true(tfs_topic_config_is_default(&c, "compression.zstd.level"));
+	static const struct { const char *in; int level; } ok[] = {
+		{ "1", 1 }, { "-1", -1 }, { "0", 0 }, { "19", 19 }, { "+7", 7 }, { "-50", -50 },
+		{ "3", 3 },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char want[BUF_CAP];
+		assert_int_equal(tfs_topic_config_set(&c, "compression.zstd.level", ok[i].in), 0);
+		assert_int_equal(c.zstd_level, ok[i].level);
+		snprintf(want, sizeof(want), "%d", ok[i].level);
+		expect_get(&c, "compression.zstd.level", want);
+		assert_int_equal(tfs_topic_config_is_default(&c, "compression.zstd.level"),
+		                 ok[i].level == 3);
+	}
+	assert_int_equal(tfs_topic_config_set(&c, "compression.zstd.level", min), 0);
+	expect_get(&c, "compression.zstd.level", min);
+	expect_topic_reject(&c, "compression.zstd.level", below);
+	expect_get(&c, "compression.zstd.level", min);
+	assert_int_equal(tfs_topic_config_set(&c, "compression.zstd.level", max), 0);
+	expect_get(&c, "compression.zstd.level", max);
+	expect_topic_reject(&c, "compression.zstd.level", above);
+	expect_get(&c, "compression.zstd.level", max);
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++)
+		expect_topic_reject(&c, "compression.zstd.level", junk[i]);
+	expect_get(&c, "compression.zstd.level", max);
+
+	/* The level is its own setting: the codec does not move it, nor it the codec. */
+	assert_int_equal(tfs_topic_config_set(&c, "compression.type", "zstd"), 0);
+	assert_int_equal(c.zstd_level, ZSTD_maxCLevel());
+	assert_int_equal(tfs_topic_config_set(&c, "compression.zstd.level", "1"), 0);
+	assert_int_equal(c.compression, TFS_CODEC_ZSTD);
+}
+
 /* ---- get ---------------------------------------------------------------------------- */
 
 static void test_get_set_round_trip(void **state)
@@ -558,6 +615,63 @@ static void test_save_load_round_trip(void **state)
 	assert_int_equal(chdir(cwd), 0);
 	free(cwd);
 	expect_same_meta(&ma, &mb);
+}
+
+/* compression.zstd.level survives save and load, negative levels included; a file
+ * written before the setting existed loads with the default; an out-of-range level
+ * in a file fails the load and changes nothing. */
+static void test_zstd_level_persisted(void **state)
+{
+	struct fixture *f = *state;
+	struct tfs_topic_config a, b, before;
+	struct tfs_topic_meta m = some_meta, mb = some_meta;
+	static const char *const levels[] = { "1", "-5", "19", "0" };
+
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		char *want = NULL;
+		tfs_topic_config_defaults(&a);
+		assert_int_equal(tfs_topic_config_set(&a, "compression.type", "zstd"), 0);
+		assert_int_equal(tfs_topic_config_set(&a, "compression.zstd.level", levels[i]), 0);
+		assert_int_equal(tfs_topic_config_save(f->io, f->path, &a, &m), 0);
+		tfs_topic_config_defaults(&b);
+		assert_int_equal(tfs_topic_config_load(f->path, &b, &mb), 0);
+		assert_int_equal(b.zstd_level, a.zstd_level);
+		assert_int_equal(b.compression, TFS_CODEC_ZSTD);
+		expect_same_config(&a, &b);
+
+		uint8_t *text = NULL;
+		long n = t_read_file(f->path, &text);
+		assert_true(n > 0);
+		char *s = strndup((const char *)text, (size_t)n);
+		assert_true(asprintf(&want, "\ncompression.zstd.level=%s\n", levels[i]) > 0);
+		assert_non_null(strstr(s, want));
+		free(want);
+		free(s);
+		free(text);
+	}
+
+	/* A file from before the setting: the (mount-wide) default stays. */
+	static const char old[] = "compression.type=zstd\ntopicfs.partitions=2\n";
+	assert_int_equal(t_write_file(f->path, old, sizeof(old) - 1), 0);
+	tfs_topic_config_defaults(&b);
+	assert_int_equal(tfs_topic_config_load(f->path, &b, &mb), 0);
+	assert_int_equal(b.compression, TFS_CODEC_ZSTD);
+	assert_int_equal(b.zstd_level, 3);
+
+	/* Out of range in the file: refused, nothing changed. */
+	char bad[BUF_CAP * 2];
+	snprintf(bad, sizeof(bad), "compression.type=none\ncompression.zstd.level=%d\n",
+	         ZSTD_maxCLevel() + 1);
+	assert_int_equal(t_write_file(f->path, bad, strlen(bad)), 0);
+	non_default(&b);
+	memcpy(&before, &b, sizeof(b));
+	assert_int_equal(tfs_topic_config_load(f->path, &b, &mb), -EINVAL);
+	assert_memory_equal(&before, &b, sizeof(b));
+
+	/* save refuses a level set by hand that set() would refuse */
+	tfs_topic_config_defaults(&a);
+	a.zstd_level = ZSTD_maxCLevel() + 1;
+	assert_int_equal(tfs_topic_config_save(f->io, f->path, &a, &m), -EINVAL);
 }
 
 /* Names the file leaves out keep the caller's (mount-wide) defaults; comments, blank
@@ -755,10 +869,12 @@ int main(void)
 		cmocka_unit_test(test_garbage_numbers),
 		cmocka_unit_test(test_cleanup_policy),
 		cmocka_unit_test_setup_teardown(test_compression_and_timestamp, setup, teardown),
+		cmocka_unit_test(test_zstd_level),
 		cmocka_unit_test(test_get_set_round_trip),
 		cmocka_unit_test(test_get_buffer_too_small),
 		cmocka_unit_test(test_is_default),
 		cmocka_unit_test_setup_teardown(test_save_load_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_zstd_level_persisted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_partial_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_missing, setup, teardown),

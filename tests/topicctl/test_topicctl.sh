@@ -613,6 +613,7 @@ retention.ms 604800000
 retention.bytes -1
 max.message.bytes 1048588
 compression.type none
+compression.zstd.level 3
 message.timestamp.type CreateTime
 segment.index.bytes 10485760
 index.interval.bytes 4096
@@ -747,7 +748,7 @@ for r in rows:
 EOF
 	run 0 "$CTL" describe --json "$M/users"
 	json_ok out
-	"$PY" -c 'import json; d=json.load(open("out")); assert len(d["partitions"]) == 3 and len(d["config"]) == 15 and d["partitions"][0]["live_keys"] == 6, d'
+	"$PY" -c 'import json; d=json.load(open("out")); assert len(d["partitions"]) == 3 and len(d["config"]) == 16 and d["partitions"][0]["live_keys"] == 6, d'
 }
 
 c_mount_config() {
