@@ -144,6 +144,12 @@ static int rm_entry(const char *path, const struct stat *sb, int type, struct FT
 	return remove(path);
 }
 
+/* Options of this driver have no upper bound of their own beyond their checks. */
+static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t *out)
+{
+	return bench_parse_u64("bench_append", name, s, min, UINT64_MAX, out);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -163,21 +169,6 @@ static void usage(FILE *f)
 	        "  --keep             keep the data directory\n",
 	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, BENCH_MAX_VALUE_BYTES,
 	        DEFAULT_BATCH, DEFAULT_DIR);
-}
-
-static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min) {
-		fprintf(stderr, "bench_append: bad %s: %s\n", name, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)

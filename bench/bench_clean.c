@@ -86,7 +86,6 @@
 #define PERCENT_50 0.50
 #define PERCENT_99 0.99
 #define PROC_IO "/proc/self/io"
-#define DROP_CACHES_PATH "/proc/sys/vm/drop_caches"
 
 enum cmd { CMD_BUILD, CMD_CLEAN, CMD_LATENCY, CMD_CYCLE };
 
@@ -132,42 +131,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-/* /proc/self/io: write_bytes and cancelled_write_bytes (every thread, live or not). */
-static int proc_io(int64_t *write_bytes, int64_t *cancelled)
-{
-	char name[64];
-	long long v;
-	FILE *f = fopen(PROC_IO, "r");
-
-	*write_bytes = *cancelled = -1;
-	if (!f)
-		return -errno;
-	while (fscanf(f, "%63[^:]: %lld\n", name, &v) == 2) {
-		if (strcmp(name, "write_bytes") == 0)
-			*write_bytes = v;
-		else if (strcmp(name, "cancelled_write_bytes") == 0)
-			*cancelled = v;
-	}
-	fclose(f);
-	return *write_bytes >= 0 ? 0 : -EIO;
-}
-
-static int drop_caches(void)
-{
-	int fd, rc = 0;
-
-	sync();
-	fd = open(DROP_CACHES_PATH, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "3\n", 2) != 2)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0)
-		fprintf(stderr, "bench_clean: cannot drop caches (%s): %s\n", DROP_CACHES_PATH,
-		        strerror(-rc));
-	return rc;
 }
 
 static int bench_open_log(const struct opts *o, struct bench *b, const char *path, bool create)
@@ -383,7 +346,7 @@ static int cmd_clean(const struct opts *o)
 		goto out;
 	print_stats("before", b.pl);
 	if (o->drop_caches) {
-		rc = drop_caches();
+		rc = bench_drop_caches("bench_clean");
 		if (rc < 0)
 			goto out;
 		printf("# page cache dropped after the open\n");
@@ -560,7 +523,7 @@ static int cmd_cycle(const struct opts *o)
 	int rc, dfd, during = 0;
 
 	snprintf(path, sizeof(path), "%s/%s", o->data, PART_NAME);
-	rc = proc_io(&wb0, &cw0);
+	rc = bench_proc_io(&wb0, &cw0);
 	if (rc < 0) {
 		fprintf(stderr, "bench_clean: cannot read %s: %s\n", PROC_IO, strerror(-rc));
 		return rc;
@@ -591,7 +554,7 @@ static int cmd_cycle(const struct opts *o)
 	t_sync = bench_now_s() - t;
 	if (rc < 0)
 		return rc;
-	(void)proc_io(&wb1, &cw1);
+	(void)bench_proc_io(&wb1, &cw1);
 	printf("# topicfs cycle: %" PRIu64 " records over %" PRIu64 " keys, %u-byte values,"
 	       " batches of %u, cleaner thread(s) on during ingest, roll, clean_now until"
 	       " compacted, sync, close, syncfs\n",

@@ -64,7 +64,6 @@
 #define BYTES_PER_MB 1e6
 #define BYTES_PER_GB 1e9
 #define NFTW_FDS 16
-#define DROP_CACHES_PATH "/proc/sys/vm/drop_caches"
 
 struct opts {
 	uint64_t records;
@@ -207,22 +206,6 @@ out:
 	return rc;
 }
 
-static int drop_caches(void)
-{
-	int fd, rc = 0;
-
-	sync();
-	fd = open(DROP_CACHES_PATH, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "3\n", 2) != 2)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0)
-		fprintf(stderr, "bench_open: cannot drop caches (%s): %s\n", DROP_CACHES_PATH,
-		        strerror(-rc));
-	return rc;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -239,21 +222,6 @@ static void usage(FILE *f)
 	        "  --io KIND        auto, uring or sync (default $TFS_IO, else auto)\n",
 	        DEFAULT_RECORDS, DEFAULT_KEYS, DEFAULT_VALUE_BYTES, BENCH_MAX_VALUE_BYTES, DEFAULT_BATCH,
 	        DEFAULT_DIR);
-}
-
-static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "bench_open: bad %s: %s\n", name, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -283,20 +251,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_RECORDS:
-			if (parse_u64("--records", optarg, 1, UINT64_MAX, &o->records) < 0)
+			if (bench_parse_u64("bench_open", "--records", optarg, 1, UINT64_MAX, &o->records) < 0)
 				return -EINVAL;
 			break;
 		case O_KEYS:
-			if (parse_u64("--keys", optarg, 1, MAX_KEYS, &o->keys) < 0)
+			if (bench_parse_u64("bench_open", "--keys", optarg, 1, MAX_KEYS, &o->keys) < 0)
 				return -EINVAL;
 			break;
 		case O_VALUE:
-			if (parse_u64("--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &v) < 0)
+			if (bench_parse_u64("bench_open", "--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &v) < 0)
 				return -EINVAL;
 			o->value_bytes = (unsigned)v;
 			break;
 		case O_BATCH:
-			if (parse_u64("--batch", optarg, 1, MAX_BATCH, &v) < 0)
+			if (bench_parse_u64("bench_open", "--batch", optarg, 1, MAX_BATCH, &v) < 0)
 				return -EINVAL;
 			o->batch = (unsigned)v;
 			break;
@@ -398,7 +366,7 @@ int main(int argc, char **argv)
 	rc = timed_open(&o, path, &warm);
 	if (rc < 0)
 		goto out;
-	if (o.drop_caches && drop_caches() == 0) {
+	if (o.drop_caches && bench_drop_caches("bench_open") == 0) {
 		rc = timed_open(&o, path, &cold);
 		if (rc < 0)
 			goto out;

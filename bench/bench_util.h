@@ -1,14 +1,19 @@
 /* bench_util.h - what every benchmark driver shares: a monotonic clock in seconds,
- * peak RSS, a stateless 64-bit mix, and the same keys ("user-%07u") and value pool,
- * so that topicfs and RocksDB ingest byte-identical streams. */
+ * peak RSS, a stateless 64-bit mix, the same keys ("user-%07u") and value pool,
+ * so that topicfs and RocksDB ingest byte-identical streams, the process's disk
+ * write counters, dropping the page cache, and number options. */
 #ifndef TFS_BENCH_UTIL_H
 #define TFS_BENCH_UTIL_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BENCH_BYTES_PER_MB 1e6
 #define BENCH_BYTES_PER_KIB 1024.0
@@ -71,6 +76,63 @@ static inline uint8_t *bench_make_pool(void)
 			p[i + j] = (uint8_t)alphabet[r & CHAR_MASK];
 	}
 	return p;
+}
+
+/* /proc/self/io: write_bytes and cancelled_write_bytes (every thread, live or not).
+ * 0, or a negative errno (-EIO when the file lacks write_bytes). */
+static inline int bench_proc_io(int64_t *write_bytes, int64_t *cancelled)
+{
+	char name[64];
+	long long v;
+	FILE *f = fopen("/proc/self/io", "r");
+
+	*write_bytes = *cancelled = -1;
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%63[^:]: %lld\n", name, &v) == 2) {
+		if (strcmp(name, "write_bytes") == 0)
+			*write_bytes = v;
+		else if (strcmp(name, "cancelled_write_bytes") == 0)
+			*cancelled = v;
+	}
+	fclose(f);
+	return *write_bytes >= 0 ? 0 : -EIO;
+}
+
+/* sync, then drops the page cache, dentries and inodes (root only). 0 or a negative
+ * errno, reported on stderr under prog's name. */
+static inline int bench_drop_caches(const char *prog)
+{
+	static const char path[] = "/proc/sys/vm/drop_caches";
+	int fd, rc = 0;
+
+	sync();
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "3\n", 2) != 2)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		fprintf(stderr, "%s: cannot drop caches (%s): %s\n", prog, path, strerror(-rc));
+	return rc;
+}
+
+/* Parses option name's decimal value s into *out, within [min, max]; -EINVAL,
+ * reported on stderr under prog's name, otherwise. */
+static inline int bench_parse_u64(const char *prog, const char *name, const char *s,
+                                  uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "%s: bad %s: %s\n", prog, name, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
 }
 
 #endif

@@ -43,40 +43,6 @@
 #define NS_PER_S 1e9
 #define PROC_IO "/proc/self/io"
 
-static int proc_io(int64_t *write_bytes, int64_t *cancelled)
-{
-	char name[64];
-	long long v;
-	FILE *f = fopen(PROC_IO, "r");
-
-	*write_bytes = *cancelled = -1;
-	if (!f)
-		return -errno;
-	while (fscanf(f, "%63[^:]: %lld\n", name, &v) == 2) {
-		if (strcmp(name, "write_bytes") == 0)
-			*write_bytes = v;
-		else if (strcmp(name, "cancelled_write_bytes") == 0)
-			*cancelled = v;
-	}
-	fclose(f);
-	return *write_bytes >= 0 ? 0 : -EIO;
-}
-
-static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "bench_rocksdb: bad %s: %s\n", name, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -102,10 +68,10 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		int rc = 0;
 		switch (c) {
-		case 'r': rc = parse_u64("--records", optarg, 1, UINT64_MAX, &records); break;
-		case 'k': rc = parse_u64("--keys", optarg, 1, MAX_KEYS, &keys); break;
-		case 'v': rc = parse_u64("--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &value_bytes); break;
-		case 'b': rc = parse_u64("--batch", optarg, 1, MAX_BATCH, &batch); break;
+		case 'r': rc = bench_parse_u64("bench_rocksdb", "--records", optarg, 1, UINT64_MAX, &records); break;
+		case 'k': rc = bench_parse_u64("bench_rocksdb", "--keys", optarg, 1, MAX_KEYS, &keys); break;
+		case 'v': rc = bench_parse_u64("bench_rocksdb", "--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &value_bytes); break;
+		case 'b': rc = bench_parse_u64("bench_rocksdb", "--batch", optarg, 1, MAX_BATCH, &batch); break;
 		case 'd': dir = optarg; break;
 		default: rc = -EINVAL; break;
 		}
@@ -118,7 +84,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	pool = (char *)bench_make_pool();
-	if (!pool || proc_io(&wb0, &cw0) < 0) {
+	if (!pool || bench_proc_io(&wb0, &cw0) < 0) {
 		fprintf(stderr, "bench_rocksdb: out of memory or no %s\n", PROC_IO);
 		return 1;
 	}
@@ -169,7 +135,7 @@ int main(int argc, char **argv)
 		close(dfd);
 		t_close = bench_now_s() - t;
 	}
-	(void)proc_io(&wb1, &cw1);
+	(void)bench_proc_io(&wb1, &cw1);
 	printf("# rocksdb cycle: %" PRIu64 " records over %" PRIu64 " keys, %" PRIu64
 	       "-byte values, WriteBatch of %" PRIu64 ", default options, CompactRange(NULL, NULL),"
 	       " close, syncfs\n", records, keys, value_bytes, batch);
