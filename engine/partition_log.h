@@ -134,6 +134,15 @@ void tfs_record_copy_release(struct tfs_record_copy *rc);
 /* Reads the newest record of key into *out (pinned: later appends or a cleaner
  * swap do not change it). -ENOENT if the key is not live. */
 int tfs_plog_read_key(struct tfs_plog *pl, struct tfs_slice key, struct tfs_record_copy *out);
+/* tfs_plog_read_key with the record at the key's offset fetched by read(arg, pl,
+ * offset, out) instead of tfs_plog_read_offset (a caller's cache of windows, say);
+ * read returns what tfs_plog_read_offset would. The lookup, the retries when the
+ * key's record was cleaned away between lookup and read, and the check that the
+ * record holds the key stay here. */
+typedef int (*tfs_plog_offset_reader)(void *arg, struct tfs_plog *pl, tfs_offset_t offset,
+                                      struct tfs_record_copy *out);
+int tfs_plog_read_key_via(struct tfs_plog *pl, struct tfs_slice key, tfs_plog_offset_reader read,
+                          void *arg, struct tfs_record_copy *out);
 /* Reads the record at exactly offset. -ENOENT if it is not on disk (never
  * written, cleaned away, or below the log start). */
 int tfs_plog_read_offset(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_record_copy *out);

@@ -265,7 +265,20 @@ int tfs_plog_lookup(struct tfs_plog *pl, struct tfs_slice key, struct tfs_keyinf
 	return found ? 0 : -ENOENT;
 }
 
+static int read_offset_reader(void *arg, struct tfs_plog *pl, tfs_offset_t offset,
+                              struct tfs_record_copy *out)
+{
+	(void)arg;
+	return tfs_plog_read_offset(pl, offset, out);
+}
+
 int tfs_plog_read_key(struct tfs_plog *pl, struct tfs_slice key, struct tfs_record_copy *out)
+{
+	return tfs_plog_read_key_via(pl, key, read_offset_reader, NULL, out);
+}
+
+int tfs_plog_read_key_via(struct tfs_plog *pl, struct tfs_slice key, tfs_plog_offset_reader read,
+                          void *arg, struct tfs_record_copy *out)
 {
 	struct tfs_keyinfo info;
 	int rc = -ENOENT;
@@ -274,7 +287,7 @@ int tfs_plog_read_key(struct tfs_plog *pl, struct tfs_slice key, struct tfs_reco
 		rc = tfs_plog_lookup(pl, key, &info);
 		if (rc < 0)
 			return rc;
-		rc = tfs_plog_read_offset(pl, info.offset, out);
+		rc = read(arg, pl, info.offset, out);
 		if (rc != -ENOENT)
 			break;
 	}

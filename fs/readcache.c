@@ -22,8 +22,6 @@
 #include "engine/engine.h"
 #include "io/log.h"
 
-#define KEY_READ_RETRIES 3      /* the key rewritten and its record cleaned between the
-                                 * key directory lookup and the read, again and again */
 #define MAX_SHARE 4             /* a window above bound / MAX_SHARE is not kept */
 
 struct entry {
@@ -234,28 +232,25 @@ static int read_at(struct tfs_readcache *c, struct tfs_topic *t, struct tfs_plog
 	return rc;
 }
 
+struct read_at_arg {
+	struct tfs_readcache *c;
+	struct tfs_topic *t;
+};
+
+static int read_at_reader(void *arg, struct tfs_plog *pl, tfs_offset_t offset,
+                          struct tfs_record_copy *out)
+{
+	struct read_at_arg *a = arg;
+
+	return read_at(a->c, a->t, pl, offset, out);
+}
+
 int tfs_readcache_read_key(struct tfs_readcache *c, struct tfs_topic *t, struct tfs_plog *pl,
                            struct tfs_slice key, struct tfs_record_copy *out)
 {
-	struct tfs_keyinfo info;
-	int rc = -ENOENT;
+	struct read_at_arg a = { c, t };
 
-	for (int attempt = 0; attempt < KEY_READ_RETRIES; attempt++) {
-		rc = tfs_plog_lookup(pl, key, &info);
-		if (rc < 0)
-			return rc;
-		rc = read_at(c, t, pl, info.offset, out);
-		if (rc != -ENOENT)
-			break;
-	}
-	if (rc == 0 && (out->key_null || out->key_len != key.len ||
-	                (key.len && memcmp(out->key, key.p, key.len) != 0))) {
-		tfs_log_error("fs", "key directory of %s names offset %" PRId64 " for a different key",
-		              tfs_plog_path(pl), out->offset);
-		tfs_record_copy_release(out);
-		rc = TFS_ECORRUPT;
-	}
-	return rc;
+	return tfs_plog_read_key_via(pl, key, read_at_reader, &a, out);
 }
 
 void tfs_readcache_forget_topic(struct tfs_readcache *c, struct tfs_topic *t)
