@@ -2,9 +2,9 @@
  *
  * The same stream as `bench_clean cycle`: --records updates, key "user-%07d" over
  * --keys keys round-robin, --value-bytes values cut from the same pool, written
- * with the C API (rocksdb/c.h): default options (+ create_if_missing), a
- * WriteBatch of --batch puts per rocksdb_write (default write options: WAL on, no
- * sync), then rocksdb_compact_range(NULL, NULL) (a full compaction; it flushes the
+ * with the C API (rocksdb/c.h): default options (+ create_if_missing, and
+ * wal_bytes_per_sync when --wal-bytes-per-sync is given), a WriteBatch of --batch
+ * puts per rocksdb_write (default write options: WAL on, no sync), then rocksdb_compact_range(NULL, NULL) (a full compaction; it flushes the
  * memtable first), rocksdb_close, syncfs of the directory. Times each phase, and
  * samples /proc/self/io write_bytes and cancelled_write_bytes before and after
  * (bytes this process, every thread of it, dirtied for the block layer).
@@ -14,7 +14,13 @@
  * librocksdb. bench/cleaner.sh builds it:
  *   gcc -O2 bench/rocksdb/bench_rocksdb.c -o $TMP/bench_rocksdb -lrocksdb
  *
+ * --wal-bytes-per-sync N bounds what an acknowledged write may lose to a power cut
+ * the way topicfs's flush-ahead does: RocksDB starts writeback of its WAL every N
+ * bytes (sync_file_range), so the WAL reaches the disk instead of being deleted from
+ * the page cache after the memtable flush. Default: RocksDB's (0, never).
+ *
  * usage: bench_rocksdb --dir DIR [--records N] [--keys K] [--value-bytes V] [--batch B]
+ *                      [--wal-bytes-per-sync N]
  * DIR must not exist yet or be empty. Output: "name value unit" lines, "# ..." notes.
  */
 #define _GNU_SOURCE                        /* syncfs */
@@ -51,10 +57,11 @@ int main(int argc, char **argv)
 		{ "value-bytes", required_argument, NULL, 'v' },
 		{ "batch", required_argument, NULL, 'b' },
 		{ "dir", required_argument, NULL, 'd' },
+		{ "wal-bytes-per-sync", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t records = DEFAULT_RECORDS, keys = DEFAULT_KEYS, value_bytes = DEFAULT_VALUE_BYTES;
-	uint64_t batch = DEFAULT_BATCH;
+	uint64_t batch = DEFAULT_BATCH, wal_bytes_per_sync = 0;
 	const char *dir = NULL;
 	rocksdb_options_t *opt = NULL;
 	rocksdb_writeoptions_t *wo = NULL;
@@ -73,6 +80,7 @@ int main(int argc, char **argv)
 		case 'v': rc = bench_parse_u64("bench_rocksdb", "--value-bytes", optarg, 0, BENCH_MAX_VALUE_BYTES, &value_bytes); break;
 		case 'b': rc = bench_parse_u64("bench_rocksdb", "--batch", optarg, 1, MAX_BATCH, &batch); break;
 		case 'd': dir = optarg; break;
+		case 'w': rc = bench_parse_u64("bench_rocksdb", "--wal-bytes-per-sync", optarg, 0, UINT64_MAX, &wal_bytes_per_sync); break;
 		default: rc = -EINVAL; break;
 		}
 		if (rc < 0)
@@ -80,7 +88,7 @@ int main(int argc, char **argv)
 	}
 	if (!dir || optind != argc) {
 		fprintf(stderr, "usage: bench_rocksdb --dir DIR [--records N] [--keys K] "
-		        "[--value-bytes V] [--batch B]\n");
+		        "[--value-bytes V] [--batch B] [--wal-bytes-per-sync N]\n");
 		return 2;
 	}
 	pool = (char *)bench_make_pool();
@@ -92,6 +100,8 @@ int main(int argc, char **argv)
 	t0 = bench_now_s();
 	opt = rocksdb_options_create();
 	rocksdb_options_set_create_if_missing(opt, 1);
+	if (wal_bytes_per_sync)
+		rocksdb_options_set_wal_bytes_per_sync(opt, wal_bytes_per_sync);
 	db = rocksdb_open(opt, dir, &err);
 	if (err)
 		goto fail;
@@ -137,8 +147,9 @@ int main(int argc, char **argv)
 	}
 	(void)bench_proc_io(&wb1, &cw1);
 	printf("# rocksdb cycle: %" PRIu64 " records over %" PRIu64 " keys, %" PRIu64
-	       "-byte values, WriteBatch of %" PRIu64 ", default options, CompactRange(NULL, NULL),"
-	       " close, syncfs\n", records, keys, value_bytes, batch);
+	       "-byte values, WriteBatch of %" PRIu64 ", default options, wal_bytes_per_sync %" PRIu64
+	       ", CompactRange(NULL, NULL), close, syncfs\n", records, keys, value_bytes, batch,
+	       wal_bytes_per_sync);
 	printf("ingest_seconds %.3f s\n", t_ingest);
 	printf("compact_seconds %.3f s\n", t_compact);
 	printf("close_sync_seconds %.3f s\n", t_close);
