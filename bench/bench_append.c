@@ -8,9 +8,13 @@
  * sync). The partition is opened with tfs_plog_open directly (no engine threads);
  * the I/O backend is --io (default: $TFS_IO, else auto).
  *
- * Values are random characters from a 64-letter alphabet (6 bits of entropy per
- * byte) taken from a 1 MiB pool at a stride wider than a value, so no two values
- * of one batch share bytes: zstd finds the keys' redundancy and little else.
+ * Values (--values): "letters" (default) are random characters from a 64-letter
+ * alphabet (6 bits of entropy per byte) taken from a 1 MiB pool at a stride wider
+ * than a value, so no two values of one batch share bytes: zstd finds the keys'
+ * redundancy and little else, and, matching at every key, searches every byte of
+ * every value (its slowest case: ~80 MB/s a core at level 3 here). "json" are
+ * JSON objects of account state (bench_make_json_pool: fixed field names, random
+ * field values, no value repeated within a batch), the shape a keyed topic holds.
  *
  * Output: "# ..." lines describe the run; every other line is "name value unit",
  * for bench/engine.sh to parse:
@@ -70,6 +74,7 @@ struct opts {
 	bool zstd_level_set;
 	int zstd_level;                   /* compression.zstd.level, if zstd_level_set */
 	bool random_keys;
+	bool json_values;
 	bool keep;
 	uint64_t durable_every;           /* records; 0 = only the final sync */
 	const char *dir;
@@ -82,6 +87,7 @@ struct writer {
 	const struct opts *o;
 	struct tfs_plog *pl;
 	const uint8_t *pool;
+	size_t pool_values;               /* json: values in pool; letters: 0 */
 	pthread_barrier_t *start;
 	uint64_t first, end;              /* record indexes [first, end) */
 	uint64_t payload_bytes;
@@ -91,6 +97,13 @@ struct writer {
 static uint64_t key_of(const struct opts *o, uint64_t i)
 {
 	return (o->random_keys ? bench_mix64(i) : i) % o->keys;
+}
+
+static const uint8_t *value_of(const struct writer *w, uint64_t i)
+{
+	if (w->pool_values)
+		return w->pool + (i % w->pool_values) * w->o->value_bytes;
+	return w->pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES;
 }
 
 static void *writer_main(void *arg)
@@ -114,8 +127,7 @@ static void *writer_main(void *arg)
 			uint8_t *kp = keys + n * BENCH_KEY_BYTES;
 			bench_format_key(kp, key_of(o, i));
 			recs[n].key = tfs_slice_make(kp, BENCH_KEY_BYTES);
-			recs[n].value = tfs_slice_make(w->pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES,
-			                               o->value_bytes);
+			recs[n].value = tfs_slice_make(value_of(w, i), o->value_bytes);
 			w->payload_bytes += BENCH_KEY_BYTES + o->value_bytes;
 		}
 		since_durable += n;
@@ -158,6 +170,7 @@ static void usage(FILE *f)
 	        "  --keys K           distinct keys \"user-%%07d\" (default %u)\n"
 	        "  --random-keys      key of record i is random over K (default: i %% K)\n"
 	        "  --value-bytes V    value size (default %u, at most %u)\n"
+	        "  --values KIND      letters (random, default) or json (account state)\n"
 	        "  --writers W        threads appending to the same partition (default 1)\n"
 	        "  --batch B          records per tfs_plog_append call (default %u)\n"
 	        "  --zstd             compression.type zstd\n"
@@ -173,13 +186,14 @@ static void usage(FILE *f)
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_WRITERS, O_BATCH, O_ZSTD,
+	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_VALUES, O_WRITERS, O_BATCH, O_ZSTD,
 	       O_ZSTD_LEVEL, O_DURABLE, O_DIR, O_IO, O_KEEP, O_HELP };
 	static const struct option longopts[] = {
 		{ "records", required_argument, NULL, O_RECORDS },
 		{ "keys", required_argument, NULL, O_KEYS },
 		{ "random-keys", no_argument, NULL, O_RANDOM },
 		{ "value-bytes", required_argument, NULL, O_VALUE },
+		{ "values", required_argument, NULL, O_VALUES },
 		{ "writers", required_argument, NULL, O_WRITERS },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "zstd", no_argument, NULL, O_ZSTD },
@@ -219,6 +233,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (parse_u64("--value-bytes", optarg, 0, &v) < 0 || v > BENCH_MAX_VALUE_BYTES)
 				return -EINVAL;
 			o->value_bytes = (unsigned)v;
+			break;
+		case O_VALUES:
+			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "letters") != 0) {
+				fprintf(stderr, "bench_append: --values is letters or json, not %s\n",
+				        optarg);
+				return -EINVAL;
+			}
+			o->json_values = strcmp(optarg, "json") == 0;
 			break;
 		case O_WRITERS:
 			if (parse_u64("--writers", optarg, 1, &v) < 0 || v > MAX_WRITERS)
@@ -291,6 +313,7 @@ int main(int argc, char **argv)
 	struct writer w[MAX_WRITERS];
 	pthread_barrier_t start;
 	uint8_t *pool = NULL;
+	size_t pool_values = 0;
 	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME)];
 	uint64_t payload = 0;
 	double t0, secs;
@@ -312,7 +335,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_append: path too long: %s\n", root);
 		goto out;
 	}
-	pool = bench_make_pool();
+	pool = o.json_values ? bench_make_json_pool(o.value_bytes, &pool_values) : bench_make_pool();
 	if (!pool) {
 		fprintf(stderr, "bench_append: out of memory\n");
 		goto out;
@@ -348,16 +371,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	printf("# bench_append records=%" PRIu64 " keys=%" PRIu64 " key_order=%s value_bytes=%u "
-	       "writers=%u batch=%u compression=%s zstd_level=%d durable_every=%" PRIu64
+	       "values=%s writers=%u batch=%u compression=%s zstd_level=%d durable_every=%" PRIu64
 	       " io=%s dir=%s\n",
 	       o.records, o.keys, o.random_keys ? "random" : "round-robin", o.value_bytes,
-	       o.writers, o.batch, o.zstd ? "zstd" : "none", cfg.zstd_level, o.durable_every,
+	       o.json_values ? "json" : "letters", o.writers, o.batch, o.zstd ? "zstd" : "none", cfg.zstd_level, o.durable_every,
 	       tfs_io_kind_name(tfs_io_kind_of(io)), root);
 
 	pthread_barrier_init(&start, NULL, o.writers + 1);
 	barrier = true;
 	for (unsigned i = 0; i < o.writers; i++) {
-		w[i] = (struct writer){ .id = i, .o = &o, .pl = pl, .pool = pool, .start = &start,
+		w[i] = (struct writer){ .id = i, .o = &o, .pl = pl, .pool = pool,
+		                        .pool_values = pool_values, .start = &start,
 		                        .first = o.records * i / o.writers,
 		                        .end = o.records * (i + 1) / o.writers };
 		rc = pthread_create(&w[i].thread, NULL, writer_main, &w[i]);

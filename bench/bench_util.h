@@ -1,6 +1,6 @@
 /* bench_util.h - what every benchmark driver shares: a monotonic clock in seconds,
- * peak RSS, a stateless 64-bit mix, the same keys ("user-%07u") and value pool,
- * so that topicfs and RocksDB ingest byte-identical streams, the process's disk
+ * peak RSS, a stateless 64-bit mix, the same keys ("user-%07u") and value pools
+ * (random letters, or JSON-shaped state), so that topicfs and RocksDB ingest byte-identical streams, the process's disk
  * write counters, dropping the page cache, and number options. */
 #ifndef TFS_BENCH_UTIL_H
 #define TFS_BENCH_UTIL_H
@@ -75,6 +75,76 @@ static inline uint8_t *bench_make_pool(void)
 		for (size_t j = 0; j < CHARS_PER_WORD; j++, r >>= BITS_PER_CHAR)
 			p[i + j] = (uint8_t)alphabet[r & CHAR_MASK];
 	}
+	return p;
+}
+
+/* Values shaped like the state a keyed topic holds: a JSON object per value, the same
+ * field names in every value and random field values, with a "tags" string of
+ * random words filling it to exactly value_bytes (a value too short for the fixed
+ * fields is their first value_bytes bytes). BENCH_JSON_POOL_BYTES of them, at least
+ * BENCH_JSON_MIN_VALUES; *count gets how many; value j is at j * value_bytes. The
+ * same on every run; a batch of up to *count consecutive values repeats none, so
+ * what zstd finds is the redundancy inside each value's shape, not copies.
+ * Caller frees; NULL on ENOMEM. */
+#define BENCH_JSON_POOL_BYTES (16u << 20)
+#define BENCH_JSON_MIN_VALUES 4096u
+
+static inline uint8_t *bench_make_json_pool(size_t value_bytes, size_t *count)
+{
+	static const char *const first[] = { "maria", "jan", "li", "ana", "omar", "eva", "ken",
+	                                     "sara", "ivan", "noor", "paul", "mei" };
+	static const char *const last[] = { "schmidt", "novak", "garcia", "chen", "kowalski",
+	                                    "silva", "tanaka", "okafor", "berg", "moreau" };
+	static const char *const status[] = { "active", "frozen", "closed", "pending" };
+	static const char *const words[] = { "gold", "mobile", "eu", "promo", "vip", "web",
+	                                     "retail", "b2b", "trial", "annual", "beta",
+	                                     "north", "south", "priority", "legacy", "new" };
+	enum { NFIRST = sizeof(first) / sizeof(first[0]), NLAST = sizeof(last) / sizeof(last[0]),
+	       NSTATUS = sizeof(status) / sizeof(status[0]), NWORDS = sizeof(words) / sizeof(words[0]),
+	       HEAD_CAP = 256, CLOSE_BYTES = 2 };
+	const uint64_t ts0 = 1764460800000ull;      /* 2025-11-30 00:00:00 UTC, in ms */
+	size_t n = BENCH_JSON_POOL_BYTES / (value_bytes ? value_bytes : 1);
+	uint8_t *p;
+
+	if (n < BENCH_JSON_MIN_VALUES)
+		n = BENCH_JSON_MIN_VALUES;
+	p = malloc(n * value_bytes + 1);
+	if (!p)
+		return NULL;
+	for (size_t j = 0; j < n; j++) {
+		uint64_t r = bench_mix64(j ^ 0x6a736f6eull);    /* "json" */
+		char head[HEAD_CAP];
+		uint8_t *v = p + j * value_bytes;
+		size_t len, at;
+		int h = snprintf(head, sizeof(head),
+		                 "{\"id\":%u,\"user\":\"%s.%s\",\"balance\":%u.%02u,\"status\":\"%s\","
+		                 "\"ts\":%llu,\"tags\":\"",
+		                 (unsigned)(r % 10000000u), first[(r >> 24) % NFIRST],
+		                 last[(r >> 28) % NLAST], (unsigned)((r >> 32) % 100000u),
+		                 (unsigned)((r >> 20) % 100u), status[(r >> 48) % NSTATUS],
+		                 (unsigned long long)(ts0 + (r >> 40) % 86400000ull));
+
+		len = (size_t)h < value_bytes ? (size_t)h : value_bytes;
+		memcpy(v, head, len);
+		at = len;
+		for (uint64_t w = bench_mix64(r); at + CLOSE_BYTES < value_bytes; w = bench_mix64(w)) {
+			const char *word = words[w % NWORDS];
+			size_t wl = strlen(word);
+
+			if (at > len)
+				v[at++] = ' ';
+			if (wl > value_bytes - CLOSE_BYTES - at)
+				wl = value_bytes - CLOSE_BYTES - at;
+			memcpy(v + at, word, wl);
+			at += wl;
+		}
+		if (at + CLOSE_BYTES == value_bytes) {
+			v[at++] = '"';
+			v[at++] = '}';
+		}
+		memset(v + at, ' ', value_bytes - at);      /* only when the head was cut */
+	}
+	*count = n;
 	return p;
 }
 
