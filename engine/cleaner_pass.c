@@ -46,8 +46,9 @@
  *                 "all newest, no tombstone" is decided without decoding it.
  *   writing       every record survives and no horizon is needed -> the batch's
  *                 bytes are copied as they are; some survive -> re-encoded with the
- *                 topic's codec (markers keep theirs), same base offset, offset
- *                 deltas, last offset delta, producer fields; a batch that keeps a
+ *                 topic's codec and zstd level (markers keep their codec), same
+ *                 base offset, offset deltas, last offset delta, producer
+ *                 fields; a batch that keeps a
  *                 tombstone (or a marker of an emptied transaction) and has no
  *                 horizon gets hasDeleteHorizonMs with pass start +
  *                 delete.retention.ms; none survive -> a 61-byte empty batch or
@@ -1252,7 +1253,7 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 			.producer_epoch = h->producer_epoch,
 			.base_sequence = h->base_sequence,
 			.base_timestamp = horizon,
-			.zstd_level = 0,
+			.zstd_level = in->cfg.zstd_level,
 		};
 		const uint8_t *out;
 		size_t len;

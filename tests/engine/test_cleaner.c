@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "tests/engine/cleaner_fixture.h"
 
@@ -266,6 +267,68 @@ static void rewritten_batches_keep_offsets_and_use_the_topic_codec(void **state)
 	fx_value_is(f->pl, "b", "old");
 	fx_value_is(f->pl, "a", "new");
 	assert_true(fx_verify_files(f->path) > 0);
+}
+
+/* Builds a fresh log (one zstd batch of 200 compressible records written at
+ * level 1, then every even key overwritten), cleans it with the topic's
+ * compression.zstd.level set to level, and returns the length of the batch the
+ * pass re-encoded (base offset 0, the 100 odd keys). */
+static int32_t cleaned_batch_length_at_level(struct fx *f, int level)
+{
+	enum { N = 200 };
+	struct tfs_append_rec recs[N];
+	char keys[N][16], vals[N][96], lvl[16], ckpt[4096];
+	struct tfs_batch_header *h;
+	size_t n;
+	int32_t len;
+
+	fx_close(f);
+	t_rmtree(f->path);
+	snprintf(ckpt, sizeof(ckpt), "%s/cleaner-offset-checkpoint", f->dir);
+	unlink(ckpt);                    /* or the new log would count as cleaned */
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	assert_int_equal(tfs_topic_config_set(&f->cfg, "compression.zstd.level", "1"), 0);
+	fx_open(f);
+	memset(recs, 0, sizeof(recs));
+	for (int i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "acct-%03d", i);
+		snprintf(vals[i], sizeof(vals[i]),
+		         "{\"id\":%d,\"balance\":%d,\"status\":\"active\",\"region\":\"eu-west\"}",
+		         i, i * 7919 % 100000);
+		recs[i].key = tfs_slice_make(keys[i], strlen(keys[i]));
+		recs[i].value = tfs_slice_make(vals[i], strlen(vals[i]));
+	}
+	assert_int_equal(tfs_plog_append(f->pl, recs, N, false, NULL, NULL), 0);
+	for (int i = 0; i < N; i += 2)
+		fx_put(f, keys[i], "closed");
+	fx_roll(f);
+	snprintf(lvl, sizeof(lvl), "%d", level);
+	assert_int_equal(tfs_topic_config_set(&f->cfg, "compression.zstd.level", lvl), 0);
+	fx_set_config(f);
+	assert_int_equal(fx_clean(f), 0);
+	h = fx_batches(f->pl, &n);
+	assert_true(n > 0);
+	assert_int_equal(h[0].base_offset, 0);
+	assert_int_equal(h[0].records_count, N / 2);
+	assert_int_equal(tfs_batch_codec(&h[0]), TFS_CODEC_ZSTD);
+	len = h[0].length;
+	free(h);
+	fx_value_is(f->pl, "acct-001", vals[1]);
+	fx_value_is(f->pl, "acct-002", "closed");
+	return len;
+}
+
+/* Re-encoding uses the topic's codec at the topic's compression.zstd.level: the
+ * same survivors come out smaller at level 19 than at zstd's fastest level. */
+static void rewritten_batches_use_the_topic_zstd_level(void **state)
+{
+	struct fx *f = *state;
+	int32_t fast = cleaned_batch_length_at_level(f, ZSTD_minCLevel());
+	int32_t strong = cleaned_batch_length_at_level(f, 19);
+
+	print_message("re-encoded batch: %d bytes at level %d, %d at level 19\n", fast,
+	              ZSTD_minCLevel(), strong);
+	assert_true(strong < fast);
 }
 
 /* testBuildPartialOffsetMap: a map of 3 slots x 0.75 takes 2 keys; the pass stops
@@ -1180,6 +1243,7 @@ int main(void)
 		T(the_horizon_comes_from_the_pass_not_the_record_timestamp),
 		T(untouched_batches_are_copied_byte_for_byte),
 		T(rewritten_batches_keep_offsets_and_use_the_topic_codec),
+		T(rewritten_batches_use_the_topic_zstd_level),
 		T(a_full_map_stops_the_pass_at_the_last_mapped_offset),
 		T(a_map_of_one_key_still_makes_progress),
 		T(offset_gaps_between_segments_do_not_stall_the_checkpoint),
