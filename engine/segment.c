@@ -137,9 +137,9 @@ static void unlink_files(struct tfs_segment *s)
 		char suffix[32];
 		snprintf(suffix, sizeof(suffix), "%s.deleted", suffixes[i]);
 		tfs_segment_file_name(path, sizeof(path), s->dir, s->base_offset, suffix);
-		/* a file already gone is fine; anything else is left for recovery,
-		 * which deletes every *.deleted at open */
-		(void)tfs_io_unlinkat(s->io, AT_FDCWD, path, 0);
+		/* on the io context's thread: freeing a large file's blocks takes tens
+		 * of ms, and the last owner may be a pass or a reader */
+		tfs_io_unlink_later(s->io, path);
 	}
 }
 

@@ -74,7 +74,8 @@ struct tfs_segment {
 
 	tfs_pos_t corrupt_at;              /* >= 0: bytes from here on failed checks */
 	bool sealed;
-	bool deleted;                      /* files renamed .deleted; unlinked at last unref */
+	bool deleted;                      /* files renamed .deleted; unlinked after the
+	                                    * last unref (tfs_io_unlink_later) */
 	bool pinned;                       /* active segment keeps its fd pinned */
 	/* Some batch carries a producer id (>= 0). Set by recovery's scan and by the
 	 * cleaner's output; an append path that writes producer ids must set it too:
@@ -104,7 +105,7 @@ int tfs_segment_open(struct tfs_io *io, struct tfs_fdcache *fdc, const char *dir
 
 struct tfs_segment *tfs_segment_ref(struct tfs_segment *s);
 /* Drops a reference; the last one closes the fd, frees memory and, if the segment
- * was marked deleted, unlinks its files. NULL ok. */
+ * was marked deleted, hands its files to tfs_io_unlink_later. NULL ok. */
 void tfs_segment_unref(struct tfs_segment *s);
 
 /* Pins the .log fd for the life of the active segment (append path). */
@@ -135,7 +136,8 @@ int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync);
 int tfs_segment_indexes_match(struct tfs_segment *s);
 /* Truncates the .log to size (a torn tail). */
 int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size);
-/* Renames the files to *.deleted; they are unlinked when the last ref goes. */
+/* Renames the files to *.deleted; they are unlinked, on the io context's thread,
+ * once the last ref goes. */
 int tfs_segment_mark_deleted(struct tfs_segment *s, int dirfd);
 
 /* ---- flushing ahead (the append path) ----

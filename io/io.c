@@ -56,6 +56,7 @@ int tfs_io_create(enum tfs_io_kind kind, struct tfs_io **out)
 		free(io);
 		return -rc;
 	}
+	tfs__unlink_later_init(io);
 	*out = io;
 	return 0;
 }
@@ -64,6 +65,7 @@ void tfs_io_destroy(struct tfs_io *io)
 {
 	if (!io)
 		return;
+	tfs__unlink_later_destroy(io);
 	/* Deleting the key first means no thread-exit destructor can run on a ring
 	 * that destroy_all is about to free. */
 	pthread_key_delete(io->ring_key);

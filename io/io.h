@@ -1,7 +1,8 @@
 /* io.h - the only door to the disk: one interface, two backends.
  *
- * Owns: per-thread io_uring rings (liburing) or nothing (pread/pwrite backend), and
- * the fault-injection counters used by the fault and crash suites.
+ * Owns: per-thread io_uring rings (liburing) or nothing (pread/pwrite backend), the
+ * fault-injection counters used by the fault and crash suites, and a thread for
+ * deferred unlinks (started on first use).
  *
  * Backends: TFS_IO_URING submits reads and fsyncs to a ring owned by the calling
  * thread (created on its first request, freed at thread exit or destroy), after a
@@ -82,6 +83,15 @@ int tfs_io_openat(struct tfs_io *io, int dirfd, const char *name, int flags, mod
 int tfs_io_renameat(struct tfs_io *io, int olddir, const char *oldname, int newdir,
                     const char *newname);
 int tfs_io_unlinkat(struct tfs_io *io, int dirfd, const char *name, int flags);
+/* Unlinks path (absolute, or relative to the working directory) soon, on the
+ * context's background thread, so that freeing a large file's blocks holds up no
+ * caller; a failure other than ENOENT is logged there. Inline instead when a fault
+ * spec is set (sweeps need one order of operations), in a process forked from the
+ * one that started the thread, or when memory is short. tfs_io_destroy waits for
+ * every queued unlink. */
+void tfs_io_unlink_later(struct tfs_io *io, const char *path);
+/* Returns once every unlink queued by tfs_io_unlink_later before the call is done. */
+void tfs_io_unlink_drain(struct tfs_io *io);
 int tfs_io_ftruncate(struct tfs_io *io, int fd, uint64_t len);
 int tfs_io_mkdirat(struct tfs_io *io, int dirfd, const char *name, mode_t mode);
 /* fsync of the directory dirfd (makes renames/creates/unlinks in it durable). */

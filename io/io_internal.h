@@ -4,10 +4,14 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "io/io.h"
 
 struct tfs__ring;
+struct tfs__unlink_item;
 
 struct tfs_io {
 	enum tfs_io_kind kind;          /* URING or SYNC after create */
@@ -20,9 +24,24 @@ struct tfs_io {
 	int fault_action;               /* > 0 errno to return; FAULT_CRASH; FAULT_TORN */
 	atomic_uint_fast64_t fault_seen;  /* matching ops so far */
 	atomic_uint_fast64_t op_count;    /* all mutating ops so far */
+	/* tfs_io_unlink_later (unlink_later.c): a FIFO of paths and its thread */
+	pthread_mutex_t later_lock;       /* guards the fields below */
+	pthread_cond_t later_work;        /* a path was queued, or stop */
+	pthread_cond_t later_idle;        /* later_done moved */
+	struct tfs__unlink_item *later_head, *later_tail;
+	uint64_t later_queued, later_done;
+	bool later_stop;
+	atomic_bool later_started;        /* set once, under later_lock */
+	pid_t later_pid;                  /* the process that started the thread */
+	pthread_t later_thread;
 };
 
 enum { TFS__FAULT_CRASH = -1, TFS__FAULT_TORN = -2 };
+
+struct tfs__unlink_item;
+void tfs__unlink_later_init(struct tfs_io *io);
+/* Joins the thread after it has emptied the queue. */
+void tfs__unlink_later_destroy(struct tfs_io *io);
 
 /* io_uring backend (io_uring.c). probe: 0 if usable. */
 int tfs__uring_probe(void);

@@ -62,13 +62,16 @@ FX_UNUSED static int fx_setup(void **state)
 	return 0;
 }
 
-/* As the engine closes: the cleaner goes first (its checkpoints stay on disk). */
+/* As the engine closes: the cleaner goes first (its checkpoints stay on disk);
+ * the files of deleted segments are gone once it returns, as they are when the
+ * engine destroys its io context. */
 FX_UNUSED static void fx_close(struct fx *f)
 {
 	tfs_cleaner_destroy(f->c);
 	f->c = NULL;
 	tfs_plog_close(f->pl);
 	f->pl = NULL;
+	tfs_io_unlink_drain(f->io);
 }
 
 FX_UNUSED static int fx_teardown(void **state)
@@ -372,9 +375,11 @@ FX_UNUSED static int fx_count_files(const char *dir, const char *suffix)
 	return n;
 }
 
-/* No cleaner leftovers in the partition directory. */
+/* No cleaner leftovers in the partition directory (once the deferred unlinks of
+ * deleted segments' files are done). */
 FX_UNUSED static void fx_no_leftovers(struct fx *f)
 {
+	tfs_io_unlink_drain(f->io);
 	assert_int_equal(fx_count_files(f->path, ".cleaned"), 0);
 	assert_int_equal(fx_count_files(f->path, ".swap"), 0);
 	assert_int_equal(fx_count_files(f->path, ".deleted"), 0);

@@ -150,6 +150,7 @@ static void deleted_segments_keep_reading_until_the_last_ref(void **state)
 	assert_int_equal(access(p, F_OK), 0);
 	tfs_segment_unref(f->s);
 	f->s = NULL;
+	tfs_io_unlink_drain(f->io);              /* unlinked on the io context's thread */
 	assert_int_equal(access(p, F_OK), -1);
 }
 

@@ -294,6 +294,115 @@ static void threads_each_get_their_own_ring(void **state)
 	close(fd);
 }
 
+/* Creates n empty files "<prefix><i>" in the fixture's directory. */
+static void make_files(struct fixture *f, const char *prefix, int n)
+{
+	char path[4096];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s%d", f->dir, prefix, i);
+		t_write_file(path, "x", 1);
+	}
+}
+
+static int count_files(struct fixture *f, const char *prefix, int n)
+{
+	char path[4096];
+	int left = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s%d", f->dir, prefix, i);
+		left += access(path, F_OK) == 0;
+	}
+	return left;
+}
+
+static void queue_files(struct fixture *f, const char *prefix, int n)
+{
+	char path[4096];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s%d", f->dir, prefix, i);
+		tfs_io_unlink_later(f->io, path);
+	}
+}
+
+/* Deferred unlinks all happen, each through the fault gate, and a path that is
+ * already gone is no error. */
+static void unlinks_later_are_done_by_the_drain(void **state)
+{
+	struct fixture *f = *state;
+	char gone[4096];
+	uint64_t ops = tfs_io_op_count(f->io);
+
+	make_files(f, "later", 50);
+	queue_files(f, "later", 50);
+	snprintf(gone, sizeof(gone), "%s/never-there", f->dir);
+	tfs_io_unlink_later(f->io, gone);
+	tfs_io_unlink_drain(f->io);
+	assert_int_equal(count_files(f, "later", 50), 0);
+	assert_int_equal(tfs_io_op_count(f->io), ops + 51);
+	tfs_io_unlink_drain(f->io);                 /* nothing queued: returns */
+}
+
+/* Destroying the context waits for what is queued. */
+static void destroy_finishes_the_queued_unlinks(void **state)
+{
+	struct fixture *f = *state;
+
+	make_files(f, "destroy", 200);
+	queue_files(f, "destroy", 200);
+	tfs_io_destroy(f->io);
+	assert_int_equal(count_files(f, "destroy", 200), 0);
+	f->io = t_io();                             /* for teardown */
+}
+
+/* With a fault spec set the unlink happens before the call returns, so a sweep
+ * sees one order of operations; the spec applies to it. */
+static void unlinks_later_are_inline_under_a_fault_spec(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t ops;
+
+	make_files(f, "inline", 2);
+	assert_int_equal(tfs_io_set_fault(f->io, "rename:100:EIO"), 0);
+	ops = tfs_io_op_count(f->io);
+	queue_files(f, "inline", 1);
+	assert_int_equal(tfs_io_op_count(f->io), ops + 1);
+	assert_int_equal(count_files(f, "inline", 1), 0);
+	assert_int_equal(tfs_io_set_fault(f->io, "unlink:1:EIO"), 0);
+	{
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/inline1", f->dir);
+		tfs_io_unlink_later(f->io, path);      /* fails, logged; the file stays */
+		assert_int_equal(access(path, F_OK), 0);
+	}
+	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
+}
+
+/* A child forked after the thread started has no such thread: its deferred
+ * unlinks run inline instead of waiting in a queue nobody serves. */
+static void a_forked_child_unlinks_inline(void **state)
+{
+	struct fixture *f = *state;
+	pid_t pid;
+	int status;
+
+	make_files(f, "parent", 1);
+	queue_files(f, "parent", 1);                /* starts the thread here */
+	tfs_io_unlink_drain(f->io);
+	make_files(f, "child", 3);
+	pid = fork();
+	if (pid == 0) {
+		queue_files(f, "child", 3);
+		_exit(count_files(f, "child", 3));   /* no drain: nothing may be queued */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(count_files(f, "child", 3), 0);
+}
+
 static void backend_kinds_parse_and_report(void **state)
 {
 	struct fixture *f = *state;
@@ -323,6 +432,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(replace_that_fails_keeps_the_old_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(fdcache_never_holds_more_than_its_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(threads_each_get_their_own_ring, setup, teardown),
+		cmocka_unit_test_setup_teardown(unlinks_later_are_done_by_the_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(destroy_finishes_the_queued_unlinks, setup, teardown),
+		cmocka_unit_test_setup_teardown(unlinks_later_are_inline_under_a_fault_spec, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_forked_child_unlinks_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(backend_kinds_parse_and_report, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("io", tests, NULL, NULL);
