@@ -38,7 +38,6 @@ struct tfs_io {
 
 enum { TFS__FAULT_CRASH = -1, TFS__FAULT_TORN = -2 };
 
-struct tfs__unlink_item;
 void tfs__unlink_later_init(struct tfs_io *io);
 /* Joins the thread after it has emptied the queue. */
 void tfs__unlink_later_destroy(struct tfs_io *io);

@@ -65,7 +65,8 @@ static void *unlink_main(void *arg)
 }
 
 /* True when this process may use the queue: the thread runs here or is not
- * started yet. */
+ * started yet. The acquire pairs with the release store in tfs_io_unlink_later,
+ * so later_pid is the one written before it. */
 static bool queue_usable(struct tfs_io *io)
 {
 	return !atomic_load_explicit(&io->later_started, memory_order_acquire) ||
@@ -92,6 +93,7 @@ void tfs_io_unlink_later(struct tfs_io *io, const char *path)
 			goto inline_unlink;
 		}
 		io->later_pid = getpid();
+		/* pairs with the acquire loads in queue_usable, drain and destroy */
 		atomic_store_explicit(&io->later_started, true, memory_order_release);
 	}
 	if (io->later_tail)

@@ -391,6 +391,27 @@ c_metrics() {
 		fail "the fs metrics went missing"
 }
 
+# (i) The segments a pass replaced are renamed *.deleted and unlinked on a
+# background thread (the daemon waits for what is queued before it exits): after
+# a pass and an unmount none of their files is left.
+c_replaced_segment_files_do_not_stay() {
+	t_mount -o "$NOBG"
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 r k first_ino
+	for r in 1 2 3; do
+		for k in a b c; do echo "$k$r" > "$p/$k"; done
+		setfattr -n user.topicfs.roll -v 1 "$p"
+	done
+	first_ino=$(stat -c %i "$DATA/t-0/00000000000000000000.log")
+	roll_clean t/0
+	[ "$(stat -c %i "$DATA/t-0/00000000000000000000.log")" != "$first_ino" ] ||
+		{ echo "# FAIL: the pass did not replace the first segment"; exit 1; }
+	assert_eq "a3 b3 c3" "$(cat "$p/a" "$p/b" "$p/c" | xargs)" "values after the pass"
+	t_umount
+	assert_eq "" "$(find "$DATA/t-0" -name '*.deleted' | xargs)" "files of replaced segments after unmount"
+	assert_eq 2 "$(find "$DATA/t-0" -name '*.log' | wc -l)" "segments left (the cleaned group, the active one)"
+}
+
 t_test clean_keeps_newest_at_same_offsets c_clean_keeps_newest_at_same_offsets
 t_test tombstone_horizon_then_gone c_tombstone_horizon_then_gone
 t_test empty_value_is_not_a_tombstone c_empty_value_is_not_a_tombstone
@@ -399,5 +420,6 @@ t_test compaction_equivalence_with_writers c_compaction_equivalence_with_writers
 t_test region_and_partition_attrs c_region_and_partition_attrs
 t_test read_only_has_no_cleaner c_read_only_has_no_cleaner
 t_test metrics c_metrics
+t_test replaced_segment_files_do_not_stay c_replaced_segment_files_do_not_stay
 t_test crash_during_pass c_crash_during_pass
 t_done
