@@ -103,7 +103,7 @@ static inline uint8_t *bench_make_json_pool(size_t value_bytes, size_t *count)
 	       NSTATUS = sizeof(status) / sizeof(status[0]), NWORDS = sizeof(words) / sizeof(words[0]),
 	       HEAD_CAP = 256, CLOSE_BYTES = 2 };
 	const uint64_t ts0 = 1764460800000ull;      /* 2025-11-30 00:00:00 UTC, in ms */
-	size_t n = BENCH_JSON_POOL_BYTES / (value_bytes ? value_bytes : 1);
+	size_t n = value_bytes ? BENCH_JSON_POOL_BYTES / value_bytes : 0;
 	uint8_t *p;
 
 	if (n < BENCH_JSON_MIN_VALUES)
