@@ -16,6 +16,11 @@
  * JSON objects of account state (bench_make_json_pool: fixed field names, random
  * field values, no value repeated within a batch), the shape a keyed topic holds.
  *
+ * --encode-only: each writer builds its batches with the engine's batch builder
+ * (record encoding, compression, CRC: what an appender does before it queues) and
+ * drops them; nothing is written. With zstd that is the ceiling of one writer:
+ * all an append adds to it is the write and the key directory.
+ *
  * Output: "# ..." lines describe the run; every other line is "name value unit",
  * for bench/engine.sh to parse:
  *   records_per_s, mb_per_s (log bytes on disk / s, from tfs_plog_stats
@@ -75,6 +80,7 @@ struct opts {
 	int zstd_level;                   /* compression.zstd.level, if zstd_level_set */
 	bool random_keys;
 	bool json_values;
+	bool encode_only;
 	bool keep;
 	uint64_t durable_every;           /* records; 0 = only the final sync */
 	const char *dir;
@@ -91,6 +97,9 @@ struct writer {
 	pthread_barrier_t *start;
 	uint64_t first, end;              /* record indexes [first, end) */
 	uint64_t payload_bytes;
+	uint64_t encoded_bytes;           /* --encode-only: bytes of the batches built */
+	int16_t attributes;               /* --encode-only: the codec bits */
+	int zstd_level;                   /* --encode-only: the topic's level */
 	int rc;
 };
 
@@ -106,6 +115,33 @@ static const uint8_t *value_of(const struct writer *w, uint64_t i)
 	return w->pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES;
 }
 
+/* --encode-only: builds recs[0, n) as the appender would, then drops the batch. */
+static int encode_batch(struct writer *w, struct tfs_batch_builder *b,
+                        const struct tfs_append_rec *recs, size_t n)
+{
+	struct tfs_batch_params params = {
+		.attributes = w->attributes, .leader_epoch = -1, .producer_id = -1,
+		.producer_epoch = -1, .base_sequence = -1, .zstd_level = w->zstd_level,
+	};
+	int64_t now = tfs_now_ms();
+	const uint8_t *out;
+	size_t len;
+	int rc;
+
+	tfs_batch_builder_reset(b, &params);
+	for (size_t i = 0; i < n; i++) {
+		struct tfs_record_in in = { .key = recs[i].key, .value = recs[i].value,
+		                            .timestamp = now };
+		rc = tfs_batch_builder_add(b, &in);
+		if (rc < 0)
+			return rc;
+	}
+	rc = tfs_batch_builder_finish(b, -1, &out, &len);
+	if (rc == 0)
+		w->encoded_bytes += len;
+	return rc;
+}
+
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
@@ -113,6 +149,9 @@ static void *writer_main(void *arg)
 	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
 	uint8_t *keys = malloc((size_t)o->batch * BENCH_KEY_BYTES);
 	uint64_t since_durable = 0;
+	struct tfs_batch_builder builder;
+
+	tfs_batch_builder_init(&builder);
 
 	pthread_barrier_wait(w->start);
 	if (!recs || !keys) {
@@ -135,14 +174,18 @@ static void *writer_main(void *arg)
 			durable = true;
 			since_durable = 0;
 		}
-		w->rc = tfs_plog_append(w->pl, recs, n, durable, NULL, NULL);
+		if (o->encode_only)
+			w->rc = encode_batch(w, &builder, recs, n);
+		else
+			w->rc = tfs_plog_append(w->pl, recs, n, durable, NULL, NULL);
 		if (w->rc < 0) {
-			fprintf(stderr, "bench_append: writer %u: append failed: %s\n", w->id,
-			        tfs_strerror(w->rc));
+			fprintf(stderr, "bench_append: writer %u: %s failed: %s\n", w->id,
+			        o->encode_only ? "encoding" : "append", tfs_strerror(w->rc));
 			break;
 		}
 	}
 out:
+	tfs_batch_builder_release(&builder);
 	free(recs);
 	free(keys);
 	return NULL;
@@ -177,6 +220,8 @@ static void usage(FILE *f)
 	        "  --zstd-level N     compression.zstd.level N (implies --zstd; default: the\n"
 	        "                     topic default, 3)\n"
 	        "  --durable-every N  a durable append after each N records of a writer\n"
+	        "  --encode-only      build each batch (encode, compress, CRC) and drop it:\n"
+	        "                     what one writer can do before anything is written\n"
 	        "  --dir DIR          parent of the fresh data directory (default %s)\n"
 	        "  --io KIND          auto, uring or sync (default $TFS_IO, else auto)\n"
 	        "  --keep             keep the data directory\n",
@@ -187,7 +232,7 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_VALUES, O_WRITERS, O_BATCH, O_ZSTD,
-	       O_ZSTD_LEVEL, O_DURABLE, O_DIR, O_IO, O_KEEP, O_HELP };
+	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_DIR, O_IO, O_KEEP, O_HELP };
 	static const struct option longopts[] = {
 		{ "records", required_argument, NULL, O_RECORDS },
 		{ "keys", required_argument, NULL, O_KEYS },
@@ -202,6 +247,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "dir", required_argument, NULL, O_DIR },
 		{ "io", required_argument, NULL, O_IO },
 		{ "keep", no_argument, NULL, O_KEEP },
+		{ "encode-only", no_argument, NULL, O_ENCODE_ONLY },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -286,6 +332,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_KEEP:
 			o->keep = true;
 			break;
+		case O_ENCODE_ONLY:
+			o->encode_only = true;
+			break;
 		case 'h':
 		case O_HELP:
 			usage(stdout);
@@ -315,7 +364,7 @@ int main(int argc, char **argv)
 	uint8_t *pool = NULL;
 	size_t pool_values = 0;
 	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME)];
-	uint64_t payload = 0;
+	uint64_t payload = 0, encoded = 0;
 	double t0, secs;
 	int rc, status = 1;
 	bool have_root = false, barrier = false;
@@ -372,16 +421,19 @@ int main(int argc, char **argv)
 	}
 	printf("# bench_append records=%" PRIu64 " keys=%" PRIu64 " key_order=%s value_bytes=%u "
 	       "values=%s writers=%u batch=%u compression=%s zstd_level=%d durable_every=%" PRIu64
-	       " io=%s dir=%s\n",
+	       " io=%s dir=%s%s\n",
 	       o.records, o.keys, o.random_keys ? "random" : "round-robin", o.value_bytes,
-	       o.json_values ? "json" : "letters", o.writers, o.batch, o.zstd ? "zstd" : "none", cfg.zstd_level, o.durable_every,
-	       tfs_io_kind_name(tfs_io_kind_of(io)), root);
+	       o.json_values ? "json" : "letters", o.writers, o.batch, o.zstd ? "zstd" : "none",
+	       cfg.zstd_level, o.durable_every, tfs_io_kind_name(tfs_io_kind_of(io)), root,
+	       o.encode_only ? " encode-only (nothing written)" : "");
 
 	pthread_barrier_init(&start, NULL, o.writers + 1);
 	barrier = true;
 	for (unsigned i = 0; i < o.writers; i++) {
 		w[i] = (struct writer){ .id = i, .o = &o, .pl = pl, .pool = pool,
 		                        .pool_values = pool_values, .start = &start,
+		                        .attributes = (int16_t)(cfg.compression & TFS_ATTR_CODEC_MASK),
+		                        .zstd_level = cfg.zstd_level,
 		                        .first = o.records * i / o.writers,
 		                        .end = o.records * (i + 1) / o.writers };
 		rc = pthread_create(&w[i].thread, NULL, writer_main, &w[i]);
@@ -402,12 +454,15 @@ int main(int argc, char **argv)
 		if (w[i].rc < 0)
 			goto out;
 		payload += w[i].payload_bytes;
+		encoded += w[i].encoded_bytes;
 	}
 	if (rc < 0) {
 		fprintf(stderr, "bench_append: sync failed: %s\n", tfs_strerror(rc));
 		goto out;
 	}
 	tfs_plog_stats(pl, &st);
+	if (o.encode_only)
+		st.size_bytes = (int64_t)encoded;    /* the log these batches would make */
 	printf("seconds %.3f s\n", secs);
 	printf("records %" PRIu64 " records\n", o.records);
 	printf("records_per_s %.0f records/s\n", (double)o.records / secs);

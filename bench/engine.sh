@@ -29,6 +29,10 @@
 #      default compression.zstd.level (3) and at each of ZSTD_FAST_LEVELS (rows
 #      b1000_wW_zstd_lN), and at level 3 with --values json (rows *_zstd_json:
 #      JSON-shaped account state instead of random letters; the same sizes)
+#      Beside them, bench_append --encode-only --zstd with 1 writer, letters and json
+#      (rows enc1000_w1_zstd*): the batches built and compressed, nothing written -
+#      the ceiling of one writer, since an append is one batch compressed on the
+#      appender's core (no target).
 #   4. bench_append --batch 1 x --writers 1, 2 (single-record appends), on the
 #      default backend and on --io sync (for comparison; no target)
 #   5. bench_open --records OPEN_RECORDS (warm, and cold with --drop-caches when
@@ -121,12 +125,15 @@ declare -A CFG_ARGS=(
 	[b1000_w2_zstd]="--records $RECORDS --batch 1000 --writers 2 --zstd"
 	[b1000_w1_zstd_json]="--records $RECORDS --batch 1000 --writers 1 --zstd --values json"
 	[b1000_w2_zstd_json]="--records $RECORDS --batch 1000 --writers 2 --zstd --values json"
+	[enc1000_w1_zstd]="--records $RECORDS --batch 1000 --writers 1 --zstd --encode-only"
+	[enc1000_w1_zstd_json]="--records $RECORDS --batch 1000 --writers 1 --zstd --values json --encode-only"
 	[b1_w1]="--records $SINGLE_RECORDS --batch 1 --writers 1"
 	[b1_w2]="--records $SINGLE_RECORDS --batch 1 --writers 2"
 	[b1_w1_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 1 --io sync"
 	[b1_w2_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 2 --io sync"
 )
-ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1000_w1_zstd_json b1000_w2_zstd_json)
+ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1000_w1_zstd_json b1000_w2_zstd_json
+	enc1000_w1_zstd enc1000_w1_zstd_json)
 for level in $ZSTD_FAST_LEVELS; do
 	[[ $level =~ ^-?[0-9]+$ ]] || die "ZSTD_FAST_LEVELS: $level is not a level"
 	for w in 1 2; do
@@ -211,12 +218,12 @@ f=$(median_run b1000_w1)
 RAW_BPR=
 [[ -n $f ]] && RAW_BPR=$(awk -v b="$(metric "$f" log_bytes)" -v r="$(metric "$f" records)" \
 	'BEGIN { if (r > 0) printf "%.3f", b / r }')
-printf '%-18s %9s %10s %7s %8s %8s %8s %7s %7s %7s\n' config records records/s spread "MB/s" payload \
+printf '%-20s %9s %10s %7s %8s %8s %8s %7s %7s %7s\n' config records records/s spread "MB/s" payload \
 	"raw MB/s" "x dd" "RSS MB" target
 for tag in "${ORDER[@]}"; do
 	f=$(median_run "$tag")
 	if [[ -z $f ]]; then
-		printf '%-18s %9s %10s\n' "$tag" "-" "run failed"
+		printf '%-20s %9s %10s\n' "$tag" "-" "run failed"
 		continue
 	fi
 	mbps=$(metric "$f" mb_per_s)
@@ -236,7 +243,7 @@ for tag in "${ORDER[@]}"; do
 			TARGET_FAILS=$((TARGET_FAILS + 1))
 		fi
 	fi
-	printf '%-18s %9s %10s %7s %8s %8s %8s %7s %7s %7s\n' "$tag" "$(metric "$f" records)" \
+	printf '%-20s %9s %10s %7s %8s %8s %8s %7s %7s %7s\n' "$tag" "$(metric "$f" records)" \
 		"$(metric "$f" records_per_s)" "$(spread "$tag")" "$mbps" "$(metric "$f" payload_mb_per_s)" \
 		"$raw" "$ratio" "$(metric "$f" peak_rss_mb)" "$target"
 done
@@ -244,6 +251,8 @@ echo "   MB/s = log bytes on disk / s; payload = key+value MB / s; raw = records
 echo "   record's size in b1000_w1's uncompressed log (= MB/s without compression); x dd = raw / dd median"
 echo "   *_zstd: compression.type zstd at the default compression.zstd.level (3); *_zstd_lN: at level N;"
 echo "   values are random letters (zstd's slowest case: it searches every byte), *_json: JSON account state"
+echo "   enc1000_*: --encode-only, batches built and compressed by one writer and dropped (nothing written):"
+echo "   the ceiling of one writer with zstd, since an append is one batch compressed on the appender's core"
 echo "   b1_*: single-record appends (batch 1); *_iosync: the same on the pread/pwrite backend (--io sync)"
 echo "   target: batched appends (b1000_*) take records at >= $APPEND_TARGET_RATIO x dd bandwidth for the same bytes"
 echo
