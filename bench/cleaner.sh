@@ -281,17 +281,17 @@ if [[ -n $RDB ]]; then
 	RDBW_DU=$(du -sB1 "$W/rocksdb" | awk '{ print $1 }')
 	rm -rf "$W/rocksdb"
 fi
+# net_written FILE -> write_bytes - cancelled_write_bytes
+net_written() { echo $(($(metric "$1" write_bytes) - $(metric "$1" cancelled_write_bytes))); }
 # row NAME FILE DU
 row() {
 	local f=$2 wb cw net lb lv
 	wb=$(metric "$f" write_bytes); cw=$(metric "$f" cancelled_write_bytes)
-	net=$((wb - cw)); lb=$(metric "$f" logical_bytes); lv=$(metric "$f" live_bytes)
+	net=$(net_written "$f"); lb=$(metric "$f" logical_bytes); lv=$(metric "$f" live_bytes)
 	printf '   %-11s %8s %8s %8s %14s %12s %7s %7s %12s %6s\n' "$1" \
 		"$(metric "$f" ingest_seconds)" "$(metric "$f" compact_seconds)" "$(metric "$f" total_seconds)" \
 		"$wb" "$cw" "$(calc %.2f "$net / $lb")" "$(calc %.2f "$wb / $lb")" "$3" "$(calc %.2f "$3 / $lv")"
 }
-# net_written FILE -> write_bytes - cancelled_write_bytes
-net_written() { echo $(($(metric "$1" write_bytes) - $(metric "$1" cancelled_write_bytes))); }
 printf '   %-11s %8s %8s %8s %14s %12s %7s %7s %12s %6s\n' "" "ingest s" "compact" "total s" \
 	write_bytes cancelled WA WA_gross "du bytes" SA
 ((CYC_OK)) && row topicfs "$LOGS/cycle.out" "$TFS_DU"
