@@ -800,11 +800,7 @@ int tfs_batch_builder_add_at(struct tfs_batch_builder *b, const struct tfs_recor
 	}
 	if (body == SIZE_MAX)
 		return -EMSGSIZE;
-	if (records_direct(b))
-		rc = grow(&b->out, &b->out_cap,
-		          TFS_BATCH_HEADER_BYTES + b->rec_len + varint_size((int32_t)body) + body);
-	else
-		rc = grow(&b->rec, &b->rec_cap, b->rec_len + varint_size((int32_t)body) + body);
+	rc = tfs_batch_builder_reserve(b, varint_size((int32_t)body) + body);
 	if (rc)
 		return rc;
 
@@ -899,10 +895,7 @@ int tfs_batch_builder_finish(struct tfs_batch_builder *b, int32_t last_offset_de
 
 	switch ((enum tfs_codec)(b->params.attributes & TFS_ATTR_CODEC_MASK)) {
 	case TFS_CODEC_NONE:
-		/* the records were encoded in place (records_direct) */
-		rc = grow(&b->out, &b->out_cap, TFS_BATCH_HEADER_BYTES + b->rec_len);
-		if (rc)
-			return rc;
+		/* the records were encoded in place (records_direct), out grown for each */
 		body_len = b->rec_len;
 		break;
 	case TFS_CODEC_ZSTD:

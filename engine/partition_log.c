@@ -74,13 +74,13 @@ struct tfs__encoder {
 /* A unit its appender encoded as a batch of its own while it waited for the
  * leader (see submit): base offset 0 until the leader places it. */
 struct preencoded {
-	struct tfs__encoder *enc;          /* owns the batch; given back by the appender */
+	struct tfs__encoder *enc;          /* owns the batch and the keys' hashes
+	                                    * (enc->hashes); given back by the appender */
 	const uint8_t *batch;
 	size_t len;
 	int16_t attributes;                /* the leader re-encodes if the config changed */
 	int zstd_level;
 	int64_t timestamp;
-	const uint64_t *hashes;            /* tfs_keydir_hash of each record's key */
 };
 
 struct tfs__waiter {
@@ -245,10 +245,6 @@ void tfs_plog_close(struct tfs_plog *pl)
 	free(pl);
 }
 
-static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
-                  size_t bytes, bool durable, int (*fn)(struct tfs_plog *, void *), void *fn_arg,
-                  tfs_offset_t *first, int64_t *timestamp);
-
 /* cfg is read by the leader without a lock, by appenders under q_lock, and by
  * the cleaner under pl->lock: so it changes as an exclusive request (no leader at
  * work) holding both. */
@@ -264,7 +260,7 @@ static int set_config_exclusive(struct tfs_plog *pl, void *arg)
 
 void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config)
 {
-	(void)submit(pl, NULL, 0, 0, false, set_config_exclusive, (void *)config, NULL, NULL);
+	(void)tfs__plog_run_exclusive(pl, set_config_exclusive, (void *)config);
 }
 
 const char *tfs_plog_path(const struct tfs_plog *pl)
@@ -426,6 +422,24 @@ static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batc
 	p->base_sequence = -1;
 }
 
+/* Adds a unit's records to b, every one with timestamp ts. 0 or the builder's error. */
+static int add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs, size_t count,
+                    int64_t ts)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < count; i++) {
+		const struct tfs_append_rec *r = &recs[i];
+		struct tfs_record_in in = {
+			.key = r->key, .key_null = r->key_null,
+			.value = r->value, .value_null = r->value_null,
+			.timestamp = ts, .headers = r->headers, .header_count = r->header_count,
+		};
+		rc = tfs_batch_builder_add(b, &in);
+	}
+	return rc;
+}
+
 /* Adds a batch of len bytes at p to the group; copied into wbuf unless keep says
  * p stays valid until the write. */
 static int out_add(struct tfs_plog *pl, struct group_out *g, const uint8_t *p, size_t len,
@@ -558,18 +572,10 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		}
 		w->first = next;
 		w->timestamp = now;
-		for (size_t i = 0; i < w->count; i++) {
-			const struct tfs_append_rec *r = &w->recs[i];
-			struct tfs_record_in in = {
-				.key = r->key, .key_null = r->key_null,
-				.value = r->value, .value_null = r->value_null,
-				.timestamp = now, .headers = r->headers, .header_count = r->header_count,
-			};
-			rc = tfs_batch_builder_add(&pl->builder, &in);
-			if (rc < 0)
-				goto out;
-			next++;
-		}
+		rc = add_unit(&pl->builder, w->recs, w->count, now);
+		if (rc < 0)
+			goto out;
+		next += (tfs_offset_t)w->count;
 		batch_bytes += w->bytes;
 	}
 	if (in_batch) {
@@ -623,7 +629,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 						continue;
 					op = &pl->kops[nops++];
 					op->key = r->key;
-					op->hash = w->pre ? w->pre->hashes[i] : tfs_keydir_hash(r->key);
+					op->hash = w->pre ? w->pre->enc->hashes[i] : tfs_keydir_hash(r->key);
 					op->remove = r->value_null;
 					op->info = (struct tfs_keyinfo){ w->first + (tfs_offset_t)i,
 					                                 w->timestamp, (uint32_t)r->value.len };
@@ -702,22 +708,18 @@ static void encoder_give(struct tfs_plog *pl, struct tfs__encoder *e)
 	pl->idle_enc[pl->nidle_enc++] = e;
 }
 
-/* Encodes a unit as a batch of its own on pre->enc, with base offset 0 and the
- * records' key hashes, for the leader to place (tfs_batch_set_base_offset).
- * Returns 0, -ENOMEM (the leader will encode it), or the error the leader would
- * have hit. */
-static int preencode(struct preencoded *pre, int16_t attributes, int zstd_level,
+/* Encodes a unit as a batch of its own on pre->enc with params (taken under
+ * q_lock; base offset 0) and the records' key hashes, for the leader to place
+ * (tfs_batch_set_base_offset). Returns 0, -ENOMEM (the leader will encode it), or
+ * the error the leader would have hit. */
+static int preencode(struct preencoded *pre, const struct tfs_batch_params *params,
                      const struct tfs_append_rec *recs, size_t count, size_t bytes)
 {
-	struct tfs_batch_params params = {
-		.attributes = attributes, .leader_epoch = -1, .producer_id = -1,
-		.producer_epoch = -1, .base_sequence = -1, .zstd_level = zstd_level,
-	};
 	struct tfs__encoder *e = pre->enc;
 	int rc = 0;
 
-	pre->attributes = attributes;
-	pre->zstd_level = zstd_level;
+	pre->attributes = params->attributes;
+	pre->zstd_level = params->zstd_level;
 	pre->timestamp = tfs_now_ms();
 	if (count > e->hashes_cap) {
 		uint64_t *h = realloc(e->hashes, count * sizeof(*h));
@@ -728,22 +730,14 @@ static int preencode(struct preencoded *pre, int16_t attributes, int zstd_level,
 			rc = -ENOMEM;
 		}
 	}
-	pre->hashes = e->hashes;
-	tfs_batch_builder_reset(&e->builder, &params);
+	tfs_batch_builder_reset(&e->builder, params);
 	if (rc == 0)
 		rc = tfs_batch_builder_reserve(&e->builder, bytes);
-	for (size_t i = 0; rc == 0 && i < count; i++) {
-		const struct tfs_append_rec *r = &recs[i];
-		struct tfs_record_in in = {
-			.key = r->key, .key_null = r->key_null,
-			.value = r->value, .value_null = r->value_null,
-			.timestamp = pre->timestamp, .headers = r->headers,
-			.header_count = r->header_count,
-		};
-		rc = tfs_batch_builder_add(&e->builder, &in);
-		if (!r->key_null)
-			e->hashes[i] = tfs_keydir_hash(r->key);
-	}
+	if (rc == 0)
+		rc = add_unit(&e->builder, recs, count, pre->timestamp);
+	for (size_t i = 0; rc == 0 && i < count; i++)
+		if (!recs[i].key_null)
+			e->hashes[i] = tfs_keydir_hash(recs[i].key);
 	if (rc == 0)
 		rc = tfs_batch_builder_finish(&e->builder, -1, &pre->batch, &pre->len);
 	return rc;
@@ -788,10 +782,10 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	 * the queue for a compression and a second writer compresses meanwhile. */
 	if (count > 0 && !fn && (pl->q_head || pl->cfg.compression != TFS_CODEC_NONE) &&
 	    preencode_worth(pl, bytes) && (pre.enc = encoder_take(pl)) != NULL) {
-		int16_t attributes = (int16_t)(pl->cfg.compression & TFS_ATTR_CODEC_MASK);
-		int zstd_level = pl->cfg.zstd_level;
+		struct tfs_batch_params params;
+		batch_params(pl, 0, &params);   /* no log-append time: preencode_worth */
 		pthread_mutex_unlock(&pl->q_lock);
-		rc = preencode(&pre, attributes, zstd_level, recs, count, bytes);
+		rc = preencode(&pre, &params, recs, count, bytes);
 		pthread_mutex_lock(&pl->q_lock);
 		if (rc < 0 && rc != -ENOMEM) {
 			self.result = rc;

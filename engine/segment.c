@@ -428,7 +428,7 @@ static void *flush_main(void *arg)
 
 	if (fd < 0)
 		return (void *)(intptr_t)fd;
-	rc = tfs_io_fsync(s->io, fd, true);
+	rc = tfs_io_fsync_plain(s->io, fd, true);    /* this thread ends after it */
 	tfs_fdcache_put(s->fdcache, &s->log);
 	return (void *)(intptr_t)rc;
 }

@@ -272,6 +272,13 @@ int tfs_io_fsync(struct tfs_io *io, int fd, bool datasync)
 	return tfs__sync_fsync(fd, datasync);
 }
 
+int tfs_io_fsync_plain(struct tfs_io *io, int fd, bool datasync)
+{
+	int rc = fault_gate(io, TFS_IO_OP_FSYNC);
+
+	return rc < 0 ? rc : tfs__sync_fsync(fd, datasync);
+}
+
 int tfs_io_openat(struct tfs_io *io, int dirfd, const char *name, int flags, mode_t mode)
 {
 	int fd;

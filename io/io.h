@@ -77,6 +77,9 @@ int tfs_io_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt
 int tfs_io_write(struct tfs_io *io, int fd, const void *buf, size_t len, uint64_t off);
 /* fdatasync (datasync) or fsync. */
 int tfs_io_fsync(struct tfs_io *io, int fd, bool datasync);
+/* The same as a plain system call on either backend: for a thread that makes one
+ * call and exits, to which a ring of its own would cost more than the call. */
+int tfs_io_fsync_plain(struct tfs_io *io, int fd, bool datasync);
 
 /* Namespace operations relative to a directory fd (AT_FDCWD allowed). */
 int tfs_io_openat(struct tfs_io *io, int dirfd, const char *name, int flags, mode_t mode);

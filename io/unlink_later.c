@@ -64,13 +64,20 @@ static void *unlink_main(void *arg)
 	return NULL;
 }
 
+/* True when the thread was started, by this process. The acquire pairs with the
+ * release store in tfs_io_unlink_later, so later_pid is the one written before it. */
+static bool thread_here(struct tfs_io *io)
+{
+	return atomic_load_explicit(&io->later_started, memory_order_acquire) &&
+	       io->later_pid == getpid();
+}
+
 /* True when this process may use the queue: the thread runs here or is not
- * started yet. The acquire pairs with the release store in tfs_io_unlink_later,
- * so later_pid is the one written before it. */
+ * started yet. */
 static bool queue_usable(struct tfs_io *io)
 {
 	return !atomic_load_explicit(&io->later_started, memory_order_acquire) ||
-	       io->later_pid == getpid();
+	       thread_here(io);
 }
 
 void tfs_io_unlink_later(struct tfs_io *io, const char *path)
@@ -93,7 +100,7 @@ void tfs_io_unlink_later(struct tfs_io *io, const char *path)
 			goto inline_unlink;
 		}
 		io->later_pid = getpid();
-		/* pairs with the acquire loads in queue_usable, drain and destroy */
+		/* pairs with the acquire loads in queue_usable and thread_here */
 		atomic_store_explicit(&io->later_started, true, memory_order_release);
 	}
 	if (io->later_tail)
@@ -113,7 +120,7 @@ void tfs_io_unlink_drain(struct tfs_io *io)
 {
 	uint64_t target;
 
-	if (!atomic_load_explicit(&io->later_started, memory_order_acquire) || !queue_usable(io))
+	if (!thread_here(io))
 		return;
 	pthread_mutex_lock(&io->later_lock);
 	target = io->later_queued;
@@ -131,8 +138,7 @@ void tfs__unlink_later_init(struct tfs_io *io)
 
 void tfs__unlink_later_destroy(struct tfs_io *io)
 {
-	if (atomic_load_explicit(&io->later_started, memory_order_acquire) &&
-	    io->later_pid == getpid()) {
+	if (thread_here(io)) {
 		pthread_mutex_lock(&io->later_lock);
 		io->later_stop = true;
 		pthread_cond_signal(&io->later_work);
