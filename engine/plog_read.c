@@ -636,15 +636,18 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 			size_t size;
 
 			rc = tfs_batch_header_decode(buf + end, want - end, &h, &why);
+			size = rc == 0 ? tfs_batch_size(&h) : 0;
+			if (rc == 0 && size > MAX_BATCH_BYTES) {
+				rc = TFS_ECORRUPT;
+				why = "batch larger than any valid batch";
+			}
+			if (rc < 0 && last_whole >= offset) {
+				rc = 0;        /* the window ends before a bad header past the offset; */
+				break;         /* a reader that gets there reports it */
+			}
 			if (rc < 0) {
 				if (rc != TFS_EUNSUPPORTED)
 					rc = seg_corrupt(pl, seg, pos + (tfs_pos_t)end, why);
-				goto out;
-			}
-			size = tfs_batch_size(&h);
-			if (size > MAX_BATCH_BYTES) {
-				rc = seg_corrupt(pl, seg, pos + (tfs_pos_t)end,
-				                 "batch larger than any valid batch");
 				goto out;
 			}
 			if (size > want - end) {

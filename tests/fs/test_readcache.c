@@ -312,6 +312,50 @@ static void test_corruption_is_reported_not_served(void **state)
 	expect(f, 4, 2);
 }
 
+/* Sets the magic byte of the log's batch number nth (from 0) to an unknown one. */
+static void damage_header_of_batch(struct fx *f, int nth)
+{
+	char path[4200];
+	uint8_t *data = NULL, bad = 0x7f;
+	long len, at = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/00000000000000000000.log", tfs_plog_path(f->pl));
+	len = t_read_file(path, &data);
+	for (int k = 0; k < nth; k++) {               /* length: bytes 8-11, big-endian */
+		assert_true(at + 12 <= len);
+		at += 12 + (long)((uint32_t)data[at + 8] << 24 | (uint32_t)data[at + 9] << 16 |
+		                  (uint32_t)data[at + 10] << 8 | data[at + 11]);
+	}
+	assert_true(at + 17 <= len);
+	free(data);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &bad, 1, at + 16), 1);   /* magic */
+	close(fd);
+}
+
+/* A bad header after the wanted batch ends the window; it does not fail the read. */
+static void test_a_bad_header_past_the_record_is_not_its_problem(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_record_copy rec;
+	char key[32];
+
+	put_unit(f->pl, 0, 3, 1);
+	put_unit(f->pl, 3, 3, 1);
+	put_unit(f->pl, 6, 3, 1);
+	damage_header_of_batch(f, 1);
+	for (int i = 0; i < 3; i++)
+		expect(f, i, 1);
+	for (int i = 4; i < 9; i += 4) {    /* in the bad batch, and past it */
+		key_of(key, sizeof(key), i);
+		assert_int_equal(tfs_readcache_read_key(f->rc, f->t, f->pl,
+		                                        tfs_slice_make(key, strlen(key)), &rec),
+		                 TFS_ECORRUPT);
+	}
+}
+
 static void test_bounded(void **state)
 {
 	struct fx *f = *state;
@@ -475,6 +519,7 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_rolls_and_cleaning_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corruption_is_reported_not_served, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_bad_header_past_the_record_is_not_its_problem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_zstd_batches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forget_topic_drops_its_windows, setup, teardown),
