@@ -217,12 +217,12 @@ static int read_at(struct tfs_readcache *c, struct tfs_topic *t, struct tfs_plog
 	int rc;
 
 	if (e) {
+		/* A kept window that lacks an offset in its range says the log lacks it
+		 * (records are never brought back): ENOENT from it is the log's answer,
+		 * and tfs_plog_read_key_via looks the key up again. */
 		rc = tfs_plog_window_copy(e->w, offset, out);
 		release(c, e);
-		/* A kept window lacks only records dropped before it was read, which the
-		 * key directory no longer names: read again rather than trust that. */
-		if (rc != -ENOENT)
-			return rc;
+		return rc;
 	}
 	rc = tfs_plog_window_read(pl, offset, &w);
 	if (rc < 0)
