@@ -3,8 +3,8 @@
  * The arena is an array of struct entry in anonymous memory. Emptiness is stored ==
  * 0 (the slot holds offset + 1), so the kernel's fresh zero pages are empty slots
  * already: creating a map touches nothing, and a pass faults in only the pages its
- * live table uses. Clearing is one memset(0) of the slots the last round could have
- * used (`dirty`), not of the whole arena.
+ * live table uses. Clearing is one memset(0) of the last round's live table, when it
+ * stored anything, not of the whole arena.
  *
  * Linear probing was chosen over Kafka's probe sequence (successive 4-byte windows of
  * the digest, then linear): XXH3-128 is well mixed, so one home slot per key is as
@@ -51,8 +51,6 @@ struct tfs_offset_map {
 	double load_factor;
 	size_t live;              /* home slots are in [0, live) this round */
 	size_t live_max;          /* keys the live table takes before it grows */
-	size_t dirty;             /* slots at or past this are empty: the live size of
-	                           * the rounds since the last clear that stored keys */
 	size_t size;
 	tfs_offset_t latest;
 };
@@ -163,7 +161,6 @@ int tfs_offset_map_create(size_t buffer_bytes, double load_factor, struct tfs_of
 	(void)madvise(m->slot, bytes, MADV_HUGEPAGE);
 	m->size = 0;
 	m->latest = TFS_OFFSET_NONE;
-	m->dirty = 0;            /* fresh pages are zero: nothing to clear yet */
 	set_live(m, nslots);
 	*out = m;
 	return 0;
@@ -181,9 +178,8 @@ void tfs_offset_map_reset(struct tfs_offset_map *m, size_t max_keys)
 {
 	size_t want = m->nslots;
 
-	if (m->size > 0)
-		memset(m->slot, 0, m->dirty * sizeof(struct entry));
-	m->dirty = 0;
+	if (m->size > 0)             /* the live table holds every stored key */
+		memset(m->slot, 0, m->live * sizeof(struct entry));
 	m->size = 0;
 	m->latest = TFS_OFFSET_NONE;
 	if (max_keys < m->max_entries) {
@@ -230,7 +226,6 @@ static int grow_to_arena(struct tfs_offset_map *m)
 	assert(n == m->size);
 	memset(m->slot, 0, old_live * sizeof(struct entry));
 	set_live(m, m->nslots);
-	m->dirty = m->nslots;
 	for (size_t i = 0; i < n; i++) {
 		struct tfs_offset_map_fp f = { tmp[i].fp_lo, tmp[i].fp_hi };
 		struct entry *e = probe(m, f);
@@ -263,8 +258,6 @@ int tfs_offset_map_put_fp(struct tfs_offset_map *m, struct tfs_offset_map_fp fp,
 	/* size < max_entries <= live capacity, so an empty slot exists and probe finds one. */
 	assert(e != NULL);
 	if (e->stored == 0) {
-		if (m->dirty < m->live)
-			m->dirty = m->live;
 		e->fp_lo = fp.lo;
 		e->fp_hi = fp.hi;
 		e->stored = stored_of(offset);
@@ -363,8 +356,8 @@ int tfs_offset_map_check(const struct tfs_offset_map *m)
 
 		if (e->stored == 0)
 			continue;
-		/* (1) past the live table, or past what the next clear would reach */
-		if (i >= m->live || i >= m->dirty || e->stored > (uint64_t)INT64_MAX + 1)
+		/* (1) past the live table, which the next clear clears */
+		if (i >= m->live || e->stored > (uint64_t)INT64_MAX + 1)
 			return 1;
 		occupied++;
 		if (offset_of(e->stored) > max_off)
