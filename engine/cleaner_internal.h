@@ -159,6 +159,7 @@ struct tfs__rec_verdict {
 	tfs_offset_t offset;
 	bool lookup;                   /* the map decides it */
 	bool tombstone;
+	bool keep;                     /* the decision (after the lookups, if any) */
 };
 
 struct tfs__cleaner_ctx {
@@ -175,9 +176,7 @@ struct tfs__cleaner_ctx {
 	struct tfs_record_iter it;
 	struct tfs_header *hdrs;       /* a record's headers, for re-encoding */
 	size_t hcap;
-	uint8_t *keep;                 /* per-record decisions of the current batch */
-	size_t keep_cap;
-	struct tfs__rec_verdict *rv;   /* per-record scratch of the current batch */
+	struct tfs__rec_verdict *rv;   /* per-record decisions of the current batch */
 	size_t rv_cap;
 	struct tfs__verdicts v;
 	struct tfs__txn_state txn;

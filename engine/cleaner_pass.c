@@ -70,7 +70,7 @@
 
 #define PROD_INITIAL_CAP 16
 #define HDRS_INITIAL_CAP 8
-#define KEEP_INITIAL_CAP 64
+#define DECISIONS_INITIAL_CAP 64
 #define US_PER_MS 1000
 #define NS_PER_US 1000
 #define CONTROL_KEY_BYTES 4     /* int16 version, int16 type */
@@ -532,7 +532,6 @@ void tfs__cleaner_ctx_release(struct tfs__cleaner_ctx *x)
 	free(x->rbuf);
 	free(x->wbuf);
 	free(x->hdrs);
-	free(x->keep);
 	free(x->rv);
 	free(x->v.dead);
 	free(x->v.tomb);
@@ -1072,33 +1071,22 @@ struct batch_at {
 
 static int reserve_decisions(struct tfs__cleaner_ctx *x, size_t n)
 {
-	size_t ncap;
+	size_t ncap = x->rv_cap ? x->rv_cap : DECISIONS_INITIAL_CAP;
+	struct tfs__rec_verdict *p;
 
-	if (n <= x->keep_cap && n <= x->rv_cap)
+	if (n <= x->rv_cap)
 		return 0;
-	ncap = x->keep_cap > x->rv_cap ? x->keep_cap : x->rv_cap;
-	if (ncap < KEEP_INITIAL_CAP)
-		ncap = KEEP_INITIAL_CAP;
 	while (ncap < n)
 		ncap *= 2;
-	if (ncap > x->keep_cap) {
-		uint8_t *p = realloc(x->keep, ncap);
-		if (!p)
-			return -ENOMEM;
-		x->keep = p;
-		x->keep_cap = ncap;
-	}
-	if (ncap > x->rv_cap) {
-		struct tfs__rec_verdict *p = realloc(x->rv, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		x->rv = p;
-		x->rv_cap = ncap;
-	}
+	p = realloc(x->rv, ncap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	x->rv = p;
+	x->rv_cap = ncap;
 	return 0;
 }
 
-/* Decides every record of a batch that is not dropped whole: fills x->keep[] and
+/* Decides every record of a batch that is not dropped whole: fills x->rv[].keep and
  * returns 0 with *kept and *tombstone_kept, or an error. Records the map must decide
  * are hashed and prefetched on the way through and looked up afterwards, so that
  * their cache misses overlap. */
@@ -1140,16 +1128,17 @@ static int decide_records(struct tfs__cleaner_ctx *x, const struct group_ctx *g,
 			rv->lookup = true;
 			tfs_offset_map_prefetch(x->map, rv->fp);
 		}
-		x->keep[n++] = keep;
+		rv->keep = keep;
+		n++;
 	}
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		const struct tfs__rec_verdict *rv = &x->rv[i];
+		struct tfs__rec_verdict *rv = &x->rv[i];
 		if (rv->lookup)
-			x->keep[i] = rv->offset >= tfs_offset_map_get_fp(x->map, rv->fp) &&
-			             (!rv->tombstone || retain_deletes);
-		if (x->keep[i]) {
+			rv->keep = rv->offset >= tfs_offset_map_get_fp(x->map, rv->fp) &&
+			           (!rv->tombstone || retain_deletes);
+		if (rv->keep) {
 			(*kept)++;
 			*tombstone_kept |= rv->tombstone;
 		}
@@ -1239,7 +1228,7 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 	if (rc < 0)
 		return rc;
 
-	/* some survive: re-encode them. x->keep[] is decide_records': a batch decided
+	/* some survive: re-encode them. x->rv[].keep is decide_records': a batch decided
 	 * by its bits keeps all (no tombstone, so no horizon) or nothing. */
 	assert(!by_bits);
 	(void)by_bits;               /* read by the assert only */
@@ -1271,7 +1260,7 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 		while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
 			struct tfs_record_in ri;
 			rc = 0;
-			if (!x->keep[i++])
+			if (!x->rv[i++].keep)
 				continue;
 			rc = decode_headers(x, &r);
 			if (rc < 0)
