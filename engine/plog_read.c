@@ -514,15 +514,14 @@ static int index_batch(struct tfs_plog_window *w, struct win_batch *b, const uin
 	return 0;
 }
 
-/* Builds a window out of buf[0, len): whole batches whose headers were decoded
+/* Builds a window out of buf[0, len): n whole batches whose headers were decoded
  * already. Takes buf over (also on failure). */
 static int window_build(struct tfs_plog *pl, struct tfs_segment *seg, tfs_pos_t pos,
-                        uint8_t *buf, size_t len, struct tfs_plog_window **out)
+                        uint8_t *buf, size_t len, uint32_t n, struct tfs_plog_window **out)
 {
 	struct tfs_plog_window *w = calloc(1, sizeof(*w));
 	struct tfs_record_iter it;
 	size_t q, name_len;
-	uint32_t n = 0;
 	int rc = 0;
 
 	*out = NULL;
@@ -532,11 +531,6 @@ static int window_build(struct tfs_plog *pl, struct tfs_segment *seg, tfs_pos_t 
 	}
 	w->bytes = buf;
 	w->len = len;
-	for (q = 0; q < len; n++) {
-		struct tfs_batch_header h;
-		(void)tfs_batch_header_decode(buf + q, len - q, &h, NULL);
-		q += tfs_batch_size(&h);
-	}
 	name_len = strlen(pl->path) + TFS_SEGMENT_NAME_DIGITS + sizeof("/.log");
 	w->batches = calloc(n, sizeof(*w->batches));
 	w->log_name = malloc(name_len);
@@ -597,6 +591,7 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 		limit = seg->corrupt_at;        /* nothing from there on is trusted */
 	for (;;) {
 		size_t want, end = 0, next_size = 0;
+		uint32_t whole = 0;             /* batches in [0, end) */
 		tfs_offset_t last_whole = -1, next_last = -1;
 		const char *why = NULL;
 		ssize_t n;
@@ -656,6 +651,7 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 				break;
 			}
 			end += size;
+			whole++;
 			last_whole = tfs_batch_last_offset(&h);
 		}
 		if (end > 0 && last_whole >= offset) {
@@ -664,7 +660,7 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 				if (nb)
 					buf = nb;
 			}
-			rc = window_build(pl, seg, pos, buf, end, out);
+			rc = window_build(pl, seg, pos, buf, end, whole, out);
 			buf = NULL;
 			goto out;
 		}
