@@ -980,3 +980,17 @@ void tfs_batch_set_base_offset(uint8_t *batch, tfs_offset_t base_offset)
 {
 	put_be64(batch + OFF_BASE_OFFSET, (uint64_t)base_offset);
 }
+
+void tfs_batch_set_leader_epoch(uint8_t *batch, int32_t epoch)
+{
+	put_be32(batch + OFF_LEADER_EPOCH, (uint32_t)epoch);
+}
+
+void tfs_batch_stamp_log_append_time(uint8_t *batch, size_t len, int64_t now_ms)
+{
+	uint16_t attributes = get_be16(batch + OFF_ATTRIBUTES);
+
+	put_be16(batch + OFF_ATTRIBUTES, attributes | TFS_ATTR_LOG_APPEND_TIME);
+	put_be64(batch + OFF_MAX_TIMESTAMP, (uint64_t)now_ms);
+	put_be32(batch + OFF_CRC, tfs_crc32c(0, batch + TFS_BATCH_CRC_START, len - TFS_BATCH_CRC_START));
+}

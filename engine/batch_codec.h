@@ -273,5 +273,13 @@ int tfs_batch_builder_reserve(struct tfs_batch_builder *b, size_t record_bytes);
  * the CRC (bytes 0..7), so a batch can be encoded before its offsets are known -
  * the way a Kafka broker assigns offsets to a producer's batch - and placed later. */
 void tfs_batch_set_base_offset(uint8_t *batch, tfs_offset_t base_offset);
+/* Sets the partition leader epoch of a batch in place (also outside the CRC). */
+void tfs_batch_set_leader_epoch(uint8_t *batch, int32_t epoch);
+/* Makes a whole, valid batch of len bytes a log-append-time batch stamped now_ms,
+ * as a broker does to a producer's batch when the topic's
+ * message.timestamp.type is LogAppendTime: sets attribute bit 3 and the max
+ * timestamp (every record then reads it as its timestamp) and recomputes the CRC,
+ * which covers both. */
+void tfs_batch_stamp_log_append_time(uint8_t *batch, size_t len, int64_t now_ms);
 
 #endif

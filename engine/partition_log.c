@@ -37,6 +37,10 @@
  * and two writers would take turns on one core instead of compressing on two. A
  * unit encoded under a compression.type or compression.zstd.level that has
  * changed since is re-encoded by the leader.
+ *
+ * A producer's batch (tfs_plog_append_batch) takes the same road: its appender
+ * checks and decodes it (plog_produce.c), and the leader places it as it is,
+ * whatever the config says by then, stamping it first under LogAppendTime.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,31 +68,12 @@
 #define GROUP_MAX_PREENCODED 256
 #define DIR_MODE 0755
 
-/* A reusable encoder, lent to one appender at a time (plog_internal.h). */
-struct tfs__encoder {
-	struct tfs_batch_builder builder;
-	uint64_t *hashes;
-	size_t hashes_cap;
-};
-
-/* A unit its appender encoded as a batch of its own while it waited for the
- * leader (see submit): base offset 0 until the leader places it. */
-struct preencoded {
-	struct tfs__encoder *enc;          /* owns the batch and the keys' hashes
-	                                    * (enc->hashes); given back by the appender */
-	const uint8_t *batch;
-	size_t len;
-	int16_t attributes;                /* the leader re-encodes if the config changed */
-	int zstd_level;
-	int64_t timestamp;
-};
-
 struct tfs__waiter {
 	const struct tfs_append_rec *recs;
 	size_t count;
 	size_t bytes;                 /* encoded size estimate of the unit's records */
 	bool durable;
-	struct preencoded *pre;       /* NULL: the leader encodes the unit */
+	struct tfs__preencoded *pre;  /* NULL: the leader encodes the unit */
 	int (*exclusive)(struct tfs_plog *, void *);   /* runs alone, in queue order */
 	void *exclusive_arg;
 	bool done;
@@ -230,11 +215,8 @@ void tfs_plog_close(struct tfs_plog *pl)
 	tfs__seglist_put(pl->segs);
 	tfs_keydir_destroy(pl->kd);
 	tfs_batch_builder_release(&pl->builder);
-	for (int i = 0; i < pl->nidle_enc; i++) {   /* all idle: no append is in flight */
-		tfs_batch_builder_release(&pl->idle_enc[i]->builder);
-		free(pl->idle_enc[i]->hashes);
-		free(pl->idle_enc[i]);
-	}
+	for (int i = 0; i < pl->nidle_enc; i++)   /* all idle: no append is in flight */
+		tfs__encoder_free(pl->idle_enc[i]);
 	free(pl->wbuf);
 	free(pl->kops);
 	free(pl->uncleanable_reason);
@@ -282,8 +264,12 @@ static size_t record_bytes(const struct tfs_append_rec *r)
 }
 
 /* Rolls when the active segment cannot take incoming more bytes, is older than
- * segment.ms, or its index is full (Kafka's LogSegment.shouldRoll). Leader only. */
-static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_offset)
+ * segment.ms, or its index is full (Kafka's LogSegment.shouldRoll). Age is the
+ * incoming records' newest timestamp (incoming_ts) less the first batch's, as in
+ * Kafka: a producer's old CreateTime timestamps do not roll every batch. Leader
+ * only. */
+static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_offset,
+                        int64_t incoming_ts)
 {
 	struct tfs_segment *s = active_segment(pl);
 	int64_t size = tfs_segment_size(s);
@@ -296,7 +282,9 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 		seg_ms = pl->cfg.max_compaction_lag_ms;
 	if (size > pl->cfg.segment_bytes - (int64_t)incoming)
 		return true;
-	if (tfs_now_ms() - (s->first_batch_timestamp > 0 ? s->first_batch_timestamp : s->created_ms) > seg_ms)
+	if (s->first_batch_timestamp >= 0 ? incoming_ts > s->first_batch_timestamp &&
+	                                        incoming_ts - s->first_batch_timestamp > seg_ms
+	                                  : tfs_now_ms() - s->created_ms > seg_ms)
 		return true;
 	if (tfs_segment_index_full(s, pl->cfg.segment_index_bytes))
 		return true;
@@ -484,7 +472,7 @@ static int finish_batch(struct tfs_plog *pl, struct group_out *g, tfs_offset_t b
 /* Whether a unit its appender encoded matches what the leader would write now,
  * p being the group's batch parameters: the same codec and flags, and for zstd
  * the same level. */
-static bool preencoded_current(const struct preencoded *pre, const struct tfs_batch_params *p)
+static bool preencoded_current(const struct tfs__preencoded *pre, const struct tfs_batch_params *p)
 {
 	if (pre->attributes != p->attributes)
 		return false;
@@ -513,11 +501,17 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	size_t k, nops = 0;
 	bool kops_failed = false;
 	struct iovec *iov = NULL;
+	bool has_pid = false;
+	int64_t incoming_ts = INT64_MIN;     /* the newest timestamp of the group */
 
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+		int64_t ts = w->pre && w->pre->producer &&
+		             pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME ? w->pre->timestamp : now;
 		incoming += w->bytes;
 		durable |= w->durable;
 		nunits++;
+		if (w->count > 0 && ts > incoming_ts)
+			incoming_ts = ts;
 	}
 	if (incoming == 0)
 		goto sync_only;
@@ -525,7 +519,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		rc = pl->failed;
 		goto out;
 	}
-	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nunits)) {
+	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nunits, incoming_ts)) {
 		rc = roll_locked(pl);
 		if (rc < 0)
 			goto out;
@@ -550,12 +544,19 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 				goto out;
 			in_batch = false;
 		}
-		if (w->pre && !preencoded_current(w->pre, &params))
+		if (w->pre && !w->pre->producer && !preencoded_current(w->pre, &params))
 			w->pre = NULL;        /* its appender still gives it back */
 		if (w->pre) {
-			tfs_batch_set_base_offset((uint8_t *)w->pre->batch, next);
+			if (w->pre->producer && pl->cfg.timestamp_type == TFS_TS_LOG_APPEND_TIME) {
+				/* stamped here, so that timestamps follow offsets */
+				tfs_batch_stamp_log_append_time(w->pre->batch, w->pre->len, now);
+				w->pre->timestamp = now;
+				w->pre->timestamps = NULL;
+			}
+			tfs_batch_set_base_offset(w->pre->batch, next);
 			w->first = next;
 			w->timestamp = w->pre->timestamp;
+			has_pid |= w->pre->has_producer_id;
 			next += (tfs_offset_t)w->count;
 			rc = out_add(pl, &g, w->pre->batch, w->pre->len, true, w->first, next - 1,
 			             w->timestamp);
@@ -629,10 +630,12 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 						continue;
 					op = &pl->kops[nops++];
 					op->key = r->key;
-					op->hash = w->pre ? w->pre->enc->hashes[i] : tfs_keydir_hash(r->key);
+					op->hash = w->pre ? w->pre->hashes[i] : tfs_keydir_hash(r->key);
 					op->remove = r->value_null;
-					op->info = (struct tfs_keyinfo){ w->first + (tfs_offset_t)i,
-					                                 w->timestamp, (uint32_t)r->value.len };
+					op->info = (struct tfs_keyinfo){
+						w->first + (tfs_offset_t)i,
+						w->pre && w->pre->timestamps ? w->pre->timestamps[i] : w->timestamp,
+						(uint32_t)r->value.len };
 				}
 			}
 		} else {
@@ -649,6 +652,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	/* Invariant (3): publish the size before the key directory names the records. */
 	atomic_store_explicit(&seg->size, pos + (tfs_pos_t)g.total, memory_order_release);
 	pl->end_offset = next;
+	if (has_pid)
+		seg->has_producer_ids = true;   /* the cleaner reads producer state here */
 	if (kops_failed || tfs_keydir_apply(pl->kd, pl->kops, nops) < 0)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
 		              pl->path);
@@ -684,6 +689,52 @@ out:
 	return rc;
 }
 
+struct tfs__encoder *tfs__encoder_new(void)
+{
+	struct tfs__encoder *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	tfs_batch_builder_init(&e->builder);
+	tfs_record_iter_init(&e->iter);
+	return e;
+}
+
+void tfs__encoder_free(struct tfs__encoder *e)
+{
+	if (!e)
+		return;
+	tfs_batch_builder_release(&e->builder);
+	tfs_record_iter_release(&e->iter);
+	free(e->hashes);
+	free(e->recs);
+	free(e->timestamps);
+	free(e->hdrs);
+	free(e);
+}
+
+int tfs__encoder_reserve(struct tfs__encoder *e, size_t count)
+{
+	size_t cap = e->hashes_cap;
+	void *p;
+
+	if (count <= cap)
+		return 0;
+	while (cap < count)
+		cap = cap ? cap * 2 : 1024;
+	if (!(p = realloc(e->hashes, cap * sizeof(*e->hashes))))
+		return -ENOMEM;
+	e->hashes = p;
+	if (!(p = realloc(e->recs, cap * sizeof(*e->recs))))
+		return -ENOMEM;
+	e->recs = p;
+	if (!(p = realloc(e->timestamps, cap * sizeof(*e->timestamps))))
+		return -ENOMEM;
+	e->timestamps = p;
+	e->hashes_cap = cap;
+	return 0;
+}
+
 /* Lends an idle encoder, making one if fewer than TFS__PLOG_ENCODERS exist;
  * NULL when all are lent or memory is short (the leader encodes). Under q_lock. */
 static struct tfs__encoder *encoder_take(struct tfs_plog *pl)
@@ -694,11 +745,9 @@ static struct tfs__encoder *encoder_take(struct tfs_plog *pl)
 		return pl->idle_enc[--pl->nidle_enc];
 	if (pl->made_enc == TFS__PLOG_ENCODERS)
 		return NULL;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return NULL;
-	tfs_batch_builder_init(&e->builder);
-	pl->made_enc++;
+	e = tfs__encoder_new();
+	if (e)
+		pl->made_enc++;
 	return e;
 }
 
@@ -712,24 +761,17 @@ static void encoder_give(struct tfs_plog *pl, struct tfs__encoder *e)
  * q_lock; base offset 0) and the records' key hashes, for the leader to place
  * (tfs_batch_set_base_offset). Returns 0, -ENOMEM (the leader will encode it), or
  * the error the leader would have hit. */
-static int preencode(struct preencoded *pre, const struct tfs_batch_params *params,
+static int preencode(struct tfs__preencoded *pre, const struct tfs_batch_params *params,
                      const struct tfs_append_rec *recs, size_t count, size_t bytes)
 {
 	struct tfs__encoder *e = pre->enc;
-	int rc = 0;
+	const uint8_t *out;
+	int rc = tfs__encoder_reserve(e, count);
 
 	pre->attributes = params->attributes;
 	pre->zstd_level = params->zstd_level;
 	pre->timestamp = tfs_now_ms();
-	if (count > e->hashes_cap) {
-		uint64_t *h = realloc(e->hashes, count * sizeof(*h));
-		if (h) {
-			e->hashes = h;
-			e->hashes_cap = count;
-		} else {
-			rc = -ENOMEM;
-		}
-	}
+	pre->hashes = e->hashes;
 	tfs_batch_builder_reset(&e->builder, params);
 	if (rc == 0)
 		rc = tfs_batch_builder_reserve(&e->builder, bytes);
@@ -739,7 +781,8 @@ static int preencode(struct preencoded *pre, const struct tfs_batch_params *para
 		if (!recs[i].key_null)
 			e->hashes[i] = tfs_keydir_hash(recs[i].key);
 	if (rc == 0)
-		rc = tfs_batch_builder_finish(&e->builder, -1, &pre->batch, &pre->len);
+		rc = tfs_batch_builder_finish(&e->builder, -1, &out, &pre->len);
+	pre->batch = (uint8_t *)out;   /* the builder's buffer, ours until the reset */
 	return rc;
 }
 
@@ -752,15 +795,16 @@ static bool preencode_worth(const struct tfs_plog *pl, size_t bytes)
 	return bytes >= PREENCODE_MIN_BYTES && pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME;
 }
 
-/* Runs one append unit through the group-commit queue. */
+/* Runs one append unit through the group-commit queue. given: a unit already
+ * encoded and checked (a producer's batch), placed as it is. */
 static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
                   size_t bytes, bool durable, int (*fn)(struct tfs_plog *, void *), void *fn_arg,
-                  tfs_offset_t *first, int64_t *timestamp)
+                  struct tfs__preencoded *given, tfs_offset_t *first, int64_t *timestamp)
 {
 	struct tfs__waiter self = { .recs = recs, .count = count, .durable = durable,
 	                            .exclusive = fn, .exclusive_arg = fn_arg };
 	struct tfs__waiter *stop, *w, *next;
-	struct preencoded pre = { .enc = NULL };
+	struct tfs__preencoded pre = { .enc = NULL };
 	size_t budget = 0, n = 0, npre = 0;
 	int rc;
 
@@ -770,7 +814,9 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	/* max.message.bytes bounds a batch; this unit alone must fit in one (the
 	 * estimate is the uncompressed size, so zstd never changes the answer). The
 	 * config is read under q_lock, which tfs_plog_set_config takes. */
-	if (count > 0 && bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes) {
+	if (given) {
+		self.pre = given;
+	} else if (count > 0 && bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes) {
 		pthread_mutex_unlock(&pl->q_lock);
 		self.result = -EFBIG;
 		goto release;
@@ -780,7 +826,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	 * the leader's own builder does it without a copy - unless the unit is to be
 	 * compressed: then it is compressed before it queues, so that no leader holds
 	 * the queue for a compression and a second writer compresses meanwhile. */
-	if (count > 0 && !fn && (pl->q_head || pl->cfg.compression != TFS_CODEC_NONE) &&
+	if (count > 0 && !fn && !given && (pl->q_head || pl->cfg.compression != TFS_CODEC_NONE) &&
 	    preencode_worth(pl, bytes) && (pre.enc = encoder_take(pl)) != NULL) {
 		struct tfs_batch_params params;
 		batch_params(pl, 0, &params);   /* no log-append time: preencode_worth */
@@ -869,14 +915,54 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
 		return -EINVAL;
 	for (size_t i = 0; i < count; i++)
 		bytes += record_bytes(&recs[i]);
-	return submit(pl, recs, count, bytes, durable, NULL, NULL, first, timestamp);
+	return submit(pl, recs, count, bytes, durable, NULL, NULL, NULL, first, timestamp);
+}
+
+int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,
+                          tfs_offset_t *first, size_t *count)
+{
+	struct tfs__produce_cfg cfg;
+	struct tfs__encoder *e, *own = NULL;
+	struct tfs__preencoded pre;
+	const char *why = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (pl->env.read_only)
+		return TFS_EREADONLY;
+	pthread_mutex_lock(&pl->q_lock);
+	cfg = (struct tfs__produce_cfg){
+		.compression = pl->cfg.compression,
+		.zstd_level = pl->cfg.zstd_level,
+		.max_message_bytes = pl->cfg.max_message_bytes,
+	};
+	e = encoder_take(pl);
+	pthread_mutex_unlock(&pl->q_lock);
+	if (!e && !(e = own = tfs__encoder_new()))
+		return -ENOMEM;
+	rc = tfs__producer_unit(&cfg, e, batch, len, &pre, &n, &why);
+	if (rc == 0)
+		rc = submit(pl, pre.enc->recs, n, pre.len, durable, NULL, NULL, &pre, first, NULL);
+	else
+		tfs_log_warn("plog", "%s: refused a producer's batch of %zu bytes: %s (%s)", pl->path,
+		             len, why ? why : "no reason given", tfs_strerror(rc));
+	if (own) {
+		tfs__encoder_free(own);
+	} else {
+		pthread_mutex_lock(&pl->q_lock);
+		encoder_give(pl, e);
+		pthread_mutex_unlock(&pl->q_lock);
+	}
+	if (rc == 0 && count)
+		*count = n;
+	return rc;
 }
 
 int tfs_plog_sync(struct tfs_plog *pl)
 {
 	if (pl->env.read_only)
 		return 0;
-	return submit(pl, NULL, 0, 0, true, NULL, NULL, NULL, NULL);
+	return submit(pl, NULL, 0, 0, true, NULL, NULL, NULL, NULL, NULL);
 }
 
 int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms)
@@ -898,10 +984,10 @@ int tfs_plog_roll(struct tfs_plog *pl)
 {
 	if (pl->env.read_only)
 		return TFS_EREADONLY;
-	return submit(pl, NULL, 0, 0, false, roll_exclusive, NULL, NULL, NULL);
+	return submit(pl, NULL, 0, 0, false, roll_exclusive, NULL, NULL, NULL, NULL);
 }
 
 int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg)
 {
-	return submit(pl, NULL, 0, 0, false, fn, arg, NULL, NULL);
+	return submit(pl, NULL, 0, 0, false, fn, arg, NULL, NULL, NULL);
 }

@@ -72,6 +72,58 @@ int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
  * pl->lock held for writing. Returns fn's result. */
 int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
 
+/* A reusable encoder, lent to one appender at a time (partition_log.c, submit):
+ * the builder and key hashes of a unit it encodes, and for a producer's batch
+ * (tfs_plog_append_batch) the decoder and the records found in it. */
+struct tfs__encoder {
+	struct tfs_batch_builder builder;
+	uint64_t *hashes;                  /* by record: its key's hash */
+	struct tfs_append_rec *recs;       /* a producer batch's records */
+	int64_t *timestamps;               /* and their timestamps */
+	size_t hashes_cap;                 /* of hashes, recs and timestamps */
+	struct tfs_record_iter iter;
+	struct tfs_header *hdrs;           /* one record's headers, to re-encode it */
+	size_t hdrs_cap;
+};
+
+struct tfs__encoder *tfs__encoder_new(void);
+void tfs__encoder_free(struct tfs__encoder *e);
+/* Makes room for count records in hashes, recs and timestamps. 0 or -ENOMEM. */
+int tfs__encoder_reserve(struct tfs__encoder *e, size_t count);
+
+/* A unit encoded before it queued, for the leader to place by writing its base
+ * offset: an appender's own records (encoded at base offset 0), or a producer's
+ * batch. */
+struct tfs__preencoded {
+	struct tfs__encoder *enc;          /* lent; given back once the group is done */
+	uint8_t *batch;
+	size_t len;
+	const uint64_t *hashes;            /* by record: its key's hash (keyless: unused) */
+	const int64_t *timestamps;         /* by record; NULL: all have timestamp */
+	int64_t timestamp;
+	int16_t attributes;                /* an appender's unit is re-encoded by the */
+	int zstd_level;                    /* leader if the config changed since */
+	bool producer;                     /* a producer's batch: placed as it is */
+	bool has_producer_id;
+};
+
+/* What the producer path needs of the topic config, read under q_lock. */
+struct tfs__produce_cfg {
+	int compression;                   /* enum tfs_codec */
+	int zstd_level;
+	int32_t max_message_bytes;
+};
+
+/* plog_produce.c: checks a producer's batch (len bytes at batch) the way Kafka's
+ * broker checks a client's, decodes its records into e (recs, hashes,
+ * timestamps) and fills *pre for the leader; re-encodes it on e's builder if its
+ * codec is not the topic's. Sets the leader epoch in place. *count gets the
+ * number of records. Errors (nothing changed, *why says what): as
+ * tfs_plog_append_batch. */
+int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *e,
+                       uint8_t *batch, size_t len, struct tfs__preencoded *pre, size_t *count,
+                       const char **why);
+
 /* keydir_feed.c: key-directory changes applied on a second thread while the
  * open-time scan goes on. add copies the key; finish waits for every change,
  * stops the thread and returns the first error (-ENOMEM). */

@@ -554,6 +554,37 @@ static void the_last_batch_of_a_producer_is_kept_empty(void **state)
 	free(h);
 }
 
+/* The same for a producer's batch appended to the live log (tfs_plog_append_batch)
+ * rather than found at open: the append marks its segment as one with producer
+ * ids, so the cleaner reads producer state there. */
+static void a_producer_batch_appended_live_keeps_its_producer_state(void **state)
+{
+	struct fx *f = *state;
+	struct fx_raw r;
+	struct fx_rec k1 = { "k", "1" };
+	struct tfs_batch_header *h;
+	size_t n;
+
+	fx_open(f);
+	f->now = FX_T0;
+	fx_raw_init(&r);
+	fx_raw_batch(&r, 0, 1, 0, 5, false, FX_T0, &k1, 1);
+	assert_int_equal(tfs_plog_append_batch(f->pl, r.buf, r.len, false, NULL, NULL), 0);
+	fx_raw_release(&r);
+	fx_put(f, "k", "2");
+	fx_put(f, "z", "z");
+	fx_roll(f);
+	assert_int_equal(fx_clean(f), 0);
+	h = fx_batches(f->pl, &n);
+	assert_int_equal(n, 3);                 /* pid 1's last (empty), k=2, z */
+	assert_int_equal(h[0].base_offset, 0);
+	assert_int_equal(h[0].records_count, 0);
+	assert_int_equal(h[0].producer_id, 1);
+	assert_int_equal(h[0].base_sequence, 5);
+	free(h);
+	fx_value_is(f->pl, "k", "2");
+}
+
 /* testLogCleanerRetainsLastSequenceEvenIfTransactionAborted + testAbortMarkerRemoval:
  * aborted records go at once; the marker stays while data of its transaction is
  * seen, then gets a horizon, then goes. */
@@ -1251,6 +1282,7 @@ int main(void)
 		T(emptied_segments_merge_into_their_group),
 		T(segments_group_by_size_index_size_and_offset_span),
 		T(the_last_batch_of_a_producer_is_kept_empty),
+		T(a_producer_batch_appended_live_keeps_its_producer_state),
 		T(aborted_records_go_and_their_marker_follows_the_tombstone_rule),
 		T(a_commit_marker_stays_while_its_transaction_has_data),
 		T(data_keys_that_look_like_marker_keys_are_data),

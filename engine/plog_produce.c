@@ -1,0 +1,198 @@
+/* plog_produce.c - a producer's batch, checked and decoded before it is appended
+ * as it is (tfs_plog_append_batch in partition_log.c).
+ *
+ * A Kafka producer compresses its batches itself, and the broker writes them as
+ * they came, compression included: it only checks them and assigns their offsets
+ * (LogValidator, for magic 2 with the topic's codec). This file does the broker's
+ * part that needs no lock: the client rules of that check, and one pass over the
+ * records (decompressing them) that both proves their structure and collects what
+ * the leader needs to index them - each key, its hash, the value's size and the
+ * record's timestamp. The leader then places the batch by writing its base offset,
+ * which the CRC does not cover, exactly as for an appender's own pre-encoded unit.
+ *
+ * A batch whose codec is not the topic's is re-encoded here with the topic's
+ * codec (records, timestamps, headers and producer fields kept), as the broker
+ * recompresses when codecs differ.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "engine/plog_internal.h"
+
+/* The client rules of Kafka's LogValidator.validateBatch, and what topicfs cannot
+ * take. Returns 0 or the refusal, *why saying which. */
+static int check_header(const struct tfs_batch_header *h, size_t len, const char **why)
+{
+	enum tfs_codec codec = tfs_batch_codec(h);
+
+	if (tfs_batch_size(h) != len) {
+		*why = tfs_batch_size(h) > len ? "the batch is cut short"
+		                               : "bytes after the batch (one batch per append)";
+		return -EINVAL;
+	}
+	if (h->attributes & TFS_ATTR_CONTROL) {
+		*why = "clients may not write control batches";
+		return -EINVAL;
+	}
+	if (h->attributes & TFS_ATTR_TRANSACTIONAL) {
+		*why = "transactional batches need a transaction coordinator";
+		return -EINVAL;
+	}
+	if (h->attributes & TFS_ATTR_DELETE_HORIZON) {
+		*why = "only the cleaner writes a delete horizon";
+		return -EINVAL;
+	}
+	if (codec != TFS_CODEC_NONE && codec != TFS_CODEC_ZSTD) {
+		*why = "compression codec other than none or zstd";
+		return TFS_EUNSUPPORTED;
+	}
+	if (h->records_count <= 0) {
+		*why = "a batch with no records";
+		return -EINVAL;
+	}
+	if ((int64_t)h->last_offset_delta + 1 != h->records_count) {
+		*why = "last offset delta does not match the record count";
+		return -EINVAL;
+	}
+	if (h->producer_id >= 0 && h->base_sequence < 0) {
+		*why = "a producer id without a base sequence";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Decodes one record's headers into e->hdrs. */
+static int record_headers(struct tfs__encoder *e, const struct tfs_record *r)
+{
+	struct tfs_slice cur = r->headers_raw;
+	uint32_t n = 0;
+
+	if (r->header_count > e->hdrs_cap) {
+		struct tfs_header *p = realloc(e->hdrs, r->header_count * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		e->hdrs = p;
+		e->hdrs_cap = r->header_count;
+	}
+	while (n < r->header_count && tfs_header_next(&cur, &e->hdrs[n]) == 1)
+		n++;
+	return n == r->header_count ? 0 : TFS_ECORRUPT;
+}
+
+/* One pass over the records: each must sit at offset delta i. Collects keys,
+ * hashes and timestamps into e; adds each record to rebuild when re-encoding. */
+static int decode_records(struct tfs__encoder *e, const uint8_t *batch, size_t len,
+                          size_t count, struct tfs_batch_builder *rebuild, const char **why)
+{
+	struct tfs_record r;
+	size_t i = 0;
+	int rc = tfs_record_iter_reset(&e->iter, batch, len, why);
+
+	while (rc == 0 && (rc = tfs_record_iter_next(&e->iter, &r, why)) == 1) {
+		if (r.offset_delta != (int32_t)i) {
+			*why = "offset deltas do not run 0, 1, 2, ...";
+			return -EINVAL;
+		}
+		e->recs[i] = (struct tfs_append_rec){
+			.key = r.key, .key_null = r.key_null,
+			.value = r.value, .value_null = r.value_null,
+		};
+		e->timestamps[i] = r.timestamp;
+		e->hashes[i] = r.key_null ? 0 : tfs_keydir_hash(r.key);
+		rc = 0;
+		if (rebuild) {
+			struct tfs_record_in in = {
+				.key = r.key, .key_null = r.key_null,
+				.value = r.value, .value_null = r.value_null,
+				.timestamp = r.timestamp, .header_count = r.header_count,
+			};
+			rc = record_headers(e, &r);
+			in.headers = e->hdrs;
+			if (rc == 0)
+				rc = tfs_batch_builder_add(rebuild, &in);
+		}
+		i++;
+	}
+	/* the iterator yields exactly records_count records or fails */
+	if (rc == TFS_ECORRUPT || (rc == 0 && i != count)) {
+		if (rc == 0)
+			*why = "fewer records than the record count";
+		return -EBADMSG;
+	}
+	return rc;
+}
+
+int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *e,
+                       uint8_t *batch, size_t len, struct tfs__preencoded *pre, size_t *count,
+                       const char **why)
+{
+	struct tfs_batch_header h;
+	bool rebuild;
+	int rc;
+
+	*why = NULL;
+	rc = tfs_batch_header_decode(batch, len, &h, why);
+	if (rc == -EAGAIN) {
+		*why = "shorter than a batch header";
+		return -EINVAL;
+	}
+	if (rc == TFS_ECORRUPT)
+		return -EBADMSG;
+	if (rc < 0)
+		return rc;                     /* TFS_EUNSUPPORTED: magic 0 or 1 */
+	rc = check_header(&h, len, why);
+	if (rc < 0)
+		return rc;
+	if (len > (size_t)cfg->max_message_bytes) {
+		*why = "the batch is larger than max.message.bytes";
+		return -EFBIG;
+	}
+	rc = tfs_batch_check_crc(batch, len, why);
+	if (rc == TFS_ECORRUPT)
+		return -EBADMSG;
+	if (rc < 0)
+		return rc;
+
+	*count = (size_t)h.records_count;
+	rc = tfs__encoder_reserve(e, *count);
+	if (rc < 0)
+		return rc;
+	rebuild = tfs_batch_codec(&h) != (enum tfs_codec)cfg->compression;
+	if (rebuild) {
+		struct tfs_batch_params p = {
+			.attributes = (int16_t)(cfg->compression & TFS_ATTR_CODEC_MASK),
+			.leader_epoch = -1,
+			.producer_id = h.producer_id,
+			.producer_epoch = h.producer_epoch,
+			.base_sequence = h.base_sequence,
+			.zstd_level = cfg->zstd_level,
+		};
+		if (h.attributes & TFS_ATTR_LOG_APPEND_TIME)
+			p.attributes |= TFS_ATTR_LOG_APPEND_TIME;
+		tfs_batch_builder_reset(&e->builder, &p);
+	}
+	rc = decode_records(e, batch, len, *count, rebuild ? &e->builder : NULL, why);
+	if (rc < 0)
+		return rc;
+
+	*pre = (struct tfs__preencoded){
+		.enc = e, .batch = batch, .len = len,
+		.hashes = e->hashes, .timestamps = e->timestamps,
+		.producer = true, .has_producer_id = h.producer_id >= 0,
+	};
+	if (rebuild) {
+		const uint8_t *out;
+		rc = tfs_batch_builder_finish(&e->builder, -1, &out, &pre->len);
+		if (rc < 0)
+			return rc;
+		if (pre->len > (size_t)cfg->max_message_bytes) {
+			*why = "the re-encoded batch is larger than max.message.bytes";
+			return -EFBIG;
+		}
+		pre->batch = (uint8_t *)out;   /* the builder's, until its next reset */
+	}
+	tfs_batch_set_leader_epoch(pre->batch, -1);
+	/* every record of a log-append-time batch reads the max timestamp */
+	pre->timestamp = h.max_timestamp;
+	return 0;
+}

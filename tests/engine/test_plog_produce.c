@@ -1,0 +1,581 @@
+/* test_plog_produce.c - a producer's batch appended as it came
+ * (tfs_plog_append_batch): written byte for byte apart from what a broker sets,
+ * indexed, re-encoded when its codec is not the topic's, stamped under
+ * LogAppendTime, and refused - changing nothing - when a broker would refuse it.
+ * Runs on the backend named by $TFS_IO. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/batch_codec.h"
+#include "engine/partition_log.h"
+#include "io/file_util.h"
+#include "io/log.h"
+#include "tests/t_util.h"
+
+struct fx {
+	struct tfs_io *io;
+	struct tfs_fdcache *fdc;
+	struct tfs_topic_config cfg;
+	char *dir;
+	char path[4096];
+	struct tfs_plog *pl;
+	struct tfs_batch_builder b;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	tfs_log_set_level(TFS_LOG_ERROR);
+	f->io = t_io();
+	f->fdc = tfs_fdcache_create(f->io, 64);
+	tfs_topic_config_defaults(&f->cfg);
+	f->dir = t_mkdtemp("produce");
+	snprintf(f->path, sizeof(f->path), "%s/t-0", f->dir);
+	tfs_batch_builder_init(&f->b);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	tfs_plog_close(f->pl);
+	tfs_batch_builder_release(&f->b);
+	tfs_fdcache_destroy(f->fdc);
+	tfs_io_destroy(f->io);
+	t_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static void open_pl(struct fx *f)
+{
+	struct tfs_plog_env env = { f->io, f->fdc, &f->cfg, false };
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	assert_int_equal(tfs_plog_open(&env, f->path, true, &f->pl), 0);
+}
+
+static tfs_offset_t put(struct tfs_plog *pl, const char *key, const char *value)
+{
+	struct tfs_append_rec r = {
+		.key = tfs_slice_make(key, strlen(key)),
+		.value = tfs_slice_make(value, strlen(value)),
+	};
+	tfs_offset_t off = -1;
+	assert_int_equal(tfs_plog_append(pl, &r, 1, false, &off, NULL), 0);
+	return off;
+}
+
+#define NREC 5
+#define TS0 1700000000000LL
+
+static const char *const keys[NREC] = { "alpha", "beta", NULL, "alpha", "gamma" };
+static const char *const values[NREC] = { "one", "two", "keyless", "three", NULL };
+
+/* A producer's batch of NREC records as a client would send it: garbage where the
+ * broker assigns (base offset, leader epoch), its own CreateTime timestamps, a
+ * header on record 1. Returns a malloc'd copy; *len gets its size. */
+static uint8_t *producer_batch(struct fx *f, int codec, int64_t pid, int32_t seq, size_t *len)
+{
+	struct tfs_batch_params p = {
+		.base_offset = 987654, .attributes = (int16_t)codec, .leader_epoch = 7,
+		.producer_id = pid, .producer_epoch = pid >= 0 ? 3 : -1, .base_sequence = seq,
+	};
+	struct tfs_header h = { tfs_slice_make("trace", 5), tfs_slice_make("x-1", 3), false };
+	const uint8_t *out;
+	uint8_t *copy;
+
+	tfs_batch_builder_reset(&f->b, &p);
+	for (int i = 0; i < NREC; i++) {
+		struct tfs_record_in in = {
+			.key = tfs_slice_make(keys[i], keys[i] ? strlen(keys[i]) : 0),
+			.key_null = keys[i] == NULL,
+			.value = tfs_slice_make(values[i], values[i] ? strlen(values[i]) : 0),
+			.value_null = values[i] == NULL,
+			.timestamp = TS0 + 10 * i,
+			.headers = i == 1 ? &h : NULL, .header_count = i == 1,
+		};
+		assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
+	}
+	assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, len), 0);
+	copy = malloc(*len);
+	memcpy(copy, out, *len);
+	return copy;
+}
+
+/* The records at first.. read back as producer_batch wrote them, with timestamps
+ * from ts (or TS0 + 10 i when ts < 0), in a batch of codec. */
+static void assert_records(struct fx *f, tfs_offset_t first, int codec, int64_t ts)
+{
+	for (int i = 0; i < NREC; i++) {
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, first + i, &rc), 0);
+		assert_int_equal(rc.offset, first + i);
+		assert_int_equal(rc.batch.base_offset, first);
+		assert_int_equal(rc.batch.leader_epoch, -1);
+		assert_int_equal(rc.batch.attributes & TFS_ATTR_CODEC_MASK, codec);
+		assert_int_equal(rc.timestamp, ts < 0 ? TS0 + 10 * i : ts);
+		assert_int_equal(rc.key_null, keys[i] == NULL);
+		if (keys[i])
+			assert_memory_equal(rc.key, keys[i], strlen(keys[i]));
+		assert_int_equal(rc.value_null, values[i] == NULL);
+		if (values[i]) {
+			assert_int_equal(rc.value_len, strlen(values[i]));
+			assert_memory_equal(rc.value, values[i], rc.value_len);
+		}
+		assert_int_equal(rc.header_count, i == 1);
+		if (i == 1) {
+			struct tfs_slice cur = { rc.headers, rc.headers_len };
+			struct tfs_header h;
+			assert_int_equal(tfs_header_next(&cur, &h), 1);
+			assert_memory_equal(h.key.p, "trace", 5);
+			assert_memory_equal(h.value.p, "x-1", 3);
+		}
+		tfs_record_copy_release(&rc);
+	}
+}
+
+/* The key directory after producer_batch at first: alpha is record 3, beta record
+ * 1, gamma's tombstone removed it, the keyless record is no key. */
+static void assert_keys(struct fx *f, tfs_offset_t first, int64_t ts)
+{
+	struct tfs_keyinfo ki;
+	assert_int_equal(tfs_plog_lookup(f->pl, tfs_slice_make("alpha", 5), &ki), 0);
+	assert_int_equal(ki.offset, first + 3);
+	assert_int_equal(ki.timestamp, ts < 0 ? TS0 + 30 : ts);
+	assert_int_equal(ki.value_bytes, 5);
+	assert_int_equal(tfs_plog_lookup(f->pl, tfs_slice_make("beta", 4), &ki), 0);
+	assert_int_equal(ki.offset, first + 1);
+	assert_int_equal(tfs_plog_lookup(f->pl, tfs_slice_make("gamma", 5), &ki), -ENOENT);
+}
+
+static long segment_bytes(struct fx *f, uint8_t **out)
+{
+	char name[4200];
+	snprintf(name, sizeof(name), "%s/00000000000000000000.log", f->path);
+	return t_read_file(name, out);
+}
+
+/* Whether the log file holds the batch's bytes past what a broker sets (base
+ * offset, length, leader epoch): everything the CRC covers, as the producer wrote it. */
+static bool file_holds(struct fx *f, const uint8_t *batch, size_t len)
+{
+	uint8_t *file = NULL;
+	long n = segment_bytes(f, &file);
+	bool found = n > 0 &&
+	             memmem(file, (size_t)n, batch + TFS_BATCH_CRC_START - 5,
+	                    len - (TFS_BATCH_CRC_START - 5)) != NULL;
+	free(file);
+	return found;
+}
+
+static void append_as_is(struct fx *f, int codec)
+{
+	size_t len, count = 0;
+	tfs_offset_t first = -1;
+	uint8_t *batch, *orig;
+
+	f->cfg.compression = codec;
+	open_pl(f);
+	put(f->pl, "before", "x");
+	put(f->pl, "beta", "old");
+	batch = producer_batch(f, codec, -1, -1, &len);
+	orig = malloc(len);
+	memcpy(orig, batch, len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, &first, &count), 0);
+	assert_int_equal(first, 2);
+	assert_int_equal(count, NREC);
+	assert_true(file_holds(f, orig, len));
+	assert_records(f, first, codec, -1);
+	assert_keys(f, first, -1);
+	assert_int_equal(put(f->pl, "after", "y"), first + NREC);
+	open_pl(f);     /* recovery and the key-directory rebuild agree */
+	assert_records(f, first, codec, -1);
+	assert_keys(f, first, -1);
+	free(orig);
+	free(batch);
+}
+
+static void an_uncompressed_batch_is_written_as_it_came(void **state)
+{
+	append_as_is(*state, TFS_CODEC_NONE);
+}
+
+static void a_zstd_batch_is_written_as_it_came(void **state)
+{
+	append_as_is(*state, TFS_CODEC_ZSTD);
+}
+
+static void reencode(struct fx *f, int topic_codec, int batch_codec)
+{
+	size_t len;
+	tfs_offset_t first = -1;
+	uint8_t *batch;
+
+	f->cfg.compression = topic_codec;
+	open_pl(f);
+	batch = producer_batch(f, batch_codec, 42, 17, &len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, true, &first, NULL), 0);
+	assert_int_equal(first, 0);
+	assert_records(f, first, topic_codec, -1);
+	assert_keys(f, first, -1);
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, 0, &rc), 0);
+		assert_int_equal(rc.batch.producer_id, 42);
+		assert_int_equal(rc.batch.producer_epoch, 3);
+		assert_int_equal(rc.batch.base_sequence, 17);
+		tfs_record_copy_release(&rc);
+	}
+	open_pl(f);
+	assert_records(f, first, topic_codec, -1);
+	free(batch);
+}
+
+static void a_batch_in_another_codec_is_reencoded_with_the_topics(void **state)
+{
+	reencode(*state, TFS_CODEC_ZSTD, TFS_CODEC_NONE);
+}
+
+static void a_zstd_batch_for_an_uncompressed_topic_is_decompressed(void **state)
+{
+	reencode(*state, TFS_CODEC_NONE, TFS_CODEC_ZSTD);
+}
+
+static void log_append_time_stamps_the_batch(void **state)
+{
+	struct fx *f = *state;
+	size_t len;
+	tfs_offset_t first = -1;
+	uint8_t *batch;
+	int64_t before = tfs_now_ms(), after;
+
+	f->cfg.timestamp_type = TFS_TS_LOG_APPEND_TIME;
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	open_pl(f);
+	batch = producer_batch(f, TFS_CODEC_ZSTD, -1, -1, &len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, &first, NULL), 0);
+	after = tfs_now_ms();
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, first, &rc), 0);
+		assert_true(rc.batch.attributes & TFS_ATTR_LOG_APPEND_TIME);
+		assert_true(rc.timestamp >= before && rc.timestamp <= after);
+		before = rc.timestamp;
+		tfs_record_copy_release(&rc);
+	}
+	assert_records(f, first, TFS_CODEC_ZSTD, before);
+	assert_keys(f, first, before);
+	assert_int_equal(tfs_batch_verify(batch, len, NULL), 0);  /* CRC recomputed */
+	open_pl(f);                                                /* and recovery agrees */
+	assert_records(f, first, TFS_CODEC_ZSTD, before);
+	free(batch);
+}
+
+/* segment.ms counts on the records' own clock, as Kafka's shouldRoll does: the
+ * incoming batch's max timestamp against the segment's first batch's. Producer
+ * timestamps years old roll nothing; one segment.ms newer than the first rolls. */
+static void segment_ms_counts_on_the_records_clock(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_stats st;
+	size_t len;
+	uint8_t *b;
+
+	open_pl(f);
+	for (int i = 0; i < 3; i++) {
+		b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
+		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL), 0);
+		free(b);
+	}
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.segments, 1);
+	{
+		struct tfs_batch_params p = { .leader_epoch = -1, .producer_id = -1,
+		                              .producer_epoch = -1, .base_sequence = -1 };
+		struct tfs_record_in in = { .key = tfs_slice_make("late", 4),
+		                            .value = tfs_slice_make("v", 1),
+		                            .timestamp = TS0 + f->cfg.segment_ms + 100 };
+		const uint8_t *out;
+		tfs_batch_builder_reset(&f->b, &p);
+		assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
+		assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
+		b = malloc(len);
+		memcpy(b, out, len);
+		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL), 0);
+		free(b);
+	}
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.log_end_offset, 3 * NREC + 1);
+}
+
+/* Sets the CRC of a whole batch after a test changed what it covers. */
+static void fix_crc(uint8_t *b, size_t len)
+{
+	uint32_t crc = tfs_crc32c(0, b + TFS_BATCH_CRC_START, len - TFS_BATCH_CRC_START);
+	b[17] = (uint8_t)(crc >> 24);
+	b[18] = (uint8_t)(crc >> 16);
+	b[19] = (uint8_t)(crc >> 8);
+	b[20] = (uint8_t)crc;
+}
+
+static void set_attributes(uint8_t *b, size_t len, int bits)
+{
+	b[22] = (uint8_t)(b[22] | bits);
+	fix_crc(b, len);
+}
+
+/* Appending batch must fail with want and change nothing. */
+static void assert_refused(struct fx *f, uint8_t *batch, size_t len, int want)
+{
+	struct tfs_plog_stats before, after;
+	uint8_t *file = NULL;
+	long size_before = segment_bytes(f, &file);
+
+	free(file);
+	tfs_plog_stats(f->pl, &before);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, true, NULL, NULL), want);
+	tfs_plog_stats(f->pl, &after);
+	assert_int_equal(after.log_end_offset, before.log_end_offset);
+	assert_int_equal(after.live_keys, before.live_keys);
+	assert_int_equal(segment_bytes(f, &file), size_before);
+	free(file);
+}
+
+static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	size_t len;
+	uint8_t *b, *c;
+
+	open_pl(f);
+	put(f->pl, "k", "v");
+	b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
+	c = malloc(len + 1);
+
+	memcpy(c, b, len);
+	set_attributes(c, len, TFS_ATTR_CONTROL);
+	assert_refused(f, c, len, -EINVAL);
+	memcpy(c, b, len);
+	set_attributes(c, len, TFS_ATTR_TRANSACTIONAL);
+	assert_refused(f, c, len, -EINVAL);
+	memcpy(c, b, len);
+	set_attributes(c, len, TFS_ATTR_DELETE_HORIZON);
+	assert_refused(f, c, len, -EINVAL);
+	memcpy(c, b, len);
+	set_attributes(c, len, TFS_CODEC_GZIP);
+	assert_refused(f, c, len, TFS_EUNSUPPORTED);
+	memcpy(c, b, len);
+	c[16] = 1;                                      /* magic 1 */
+	assert_refused(f, c, len, TFS_EUNSUPPORTED);
+	memcpy(c, b, len);
+	c[len - 1] ^= 1;                                /* CRC no longer matches */
+	assert_refused(f, c, len, -EBADMSG);
+	memcpy(c, b, len);
+	assert_refused(f, c, len - 1, -EINVAL);         /* cut short */
+	c[len] = 0;
+	assert_refused(f, c, len + 1, -EINVAL);         /* a byte after the batch */
+	assert_refused(f, c, 20, -EINVAL);              /* shorter than a header */
+
+	free(b);                                        /* a producer id, no sequence */
+	b = producer_batch(f, TFS_CODEC_NONE, 5, -1, &len);
+	assert_refused(f, b, len, -EINVAL);
+	free(b);
+
+	/* offset deltas 0, 0, 2, 3, 4: the count still matches the last delta */
+	b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
+	{
+		struct tfs_record_iter it;
+		struct tfs_record r;
+		tfs_record_iter_init(&it);
+		assert_int_equal(tfs_record_iter_reset(&it, b, len, NULL), 0);
+		assert_int_equal(tfs_record_iter_next(&it, &r, NULL), 1);
+		assert_int_equal(tfs_record_iter_next(&it, &r, NULL), 1);
+		/* length varint, attributes, timestamp delta (10 zig-zags to 1 byte) */
+		uint8_t *delta = (uint8_t *)r.raw.p + 3;
+		assert_int_equal(*delta, 2);            /* zig-zag 1 */
+		*delta = 0;
+		tfs_record_iter_release(&it);
+	}
+	fix_crc(b, len);
+	assert_refused(f, b, len, -EINVAL);
+	free(b);
+
+	{   /* an empty batch, as the cleaner leaves */
+		struct tfs_batch_header h = { .last_offset_delta = 0, .producer_id = -1,
+		                              .producer_epoch = -1, .base_sequence = -1,
+		                              .leader_epoch = -1 };
+		uint8_t empty[TFS_BATCH_HEADER_BYTES];
+		tfs_batch_write_empty(&h, empty);
+		assert_refused(f, empty, sizeof(empty), -EINVAL);
+	}
+
+	b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
+	f->cfg.max_message_bytes = (int32_t)len - 1;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	assert_refused(f, b, len, -EFBIG);
+	f->cfg.max_message_bytes = (int32_t)len;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL), 0);
+	free(b);
+	free(c);
+}
+
+/* Every single-byte change of a valid batch is refused and changes nothing -
+ * except in the base offset and leader epoch, which the CRC does not cover and
+ * the broker overwrites - and none crashes (this suite runs under ASan+UBSan). */
+static void every_corruption_covered_by_the_crc_is_refused(void **state)
+{
+	struct fx *f = *state;
+
+	for (int codec = TFS_CODEC_NONE; codec <= TFS_CODEC_ZSTD; codec += TFS_CODEC_ZSTD) {
+		size_t len;
+		uint8_t *b, *c;
+		f->cfg.compression = codec;
+		open_pl(f);
+		b = producer_batch(f, codec, -1, -1, &len);
+		c = malloc(len);
+		for (size_t i = 0; i < len; i++) {
+			if (i < 8 || (i >= 12 && i < 16))
+				continue;
+			for (int bit = 0; bit < 8; bit += 3) {
+				memcpy(c, b, len);
+				c[i] ^= (uint8_t)(1u << bit);
+				int rc = tfs_plog_append_batch(f->pl, c, len, false, NULL, NULL);
+				if (rc == 0)
+					fail_msg("byte %zu bit %d of a codec %d batch was accepted", i, bit, codec);
+			}
+		}
+		{
+			struct tfs_plog_stats st;
+			tfs_plog_stats(f->pl, &st);
+			assert_int_equal(st.log_end_offset, 0);
+		}
+		free(c);
+		free(b);
+	}
+}
+
+/* ---- producers and ordinary appenders at once ---- */
+
+#define THREAD_BATCHES 200
+
+struct producer {
+	struct fx *f;
+	int id;
+	bool batches;                  /* producer batches, else ordinary appends */
+	tfs_offset_t first[THREAD_BATCHES];
+};
+
+static void *producer_main(void *p)
+{
+	struct producer *w = p;
+	struct tfs_batch_builder b;
+	char key[32], value[64];
+
+	tfs_batch_builder_init(&b);
+	for (int n = 0; n < THREAD_BATCHES; n++) {
+		struct tfs_batch_params params = { .attributes = TFS_CODEC_ZSTD, .leader_epoch = -1,
+		                                   .producer_id = -1, .producer_epoch = -1,
+		                                   .base_sequence = -1 };
+		struct tfs_record_in in = { 0 };
+		const uint8_t *out;
+		uint8_t *copy;
+		size_t len;
+		int rc;
+
+		snprintf(key, sizeof(key), "w%d-%d", w->id, n % 17);
+		snprintf(value, sizeof(value), "%d:%d", w->id, n);
+		in.key = tfs_slice_make(key, strlen(key));
+		in.value = tfs_slice_make(value, strlen(value));
+		if (!w->batches) {
+			struct tfs_append_rec r = { .key = in.key, .value = in.value };
+			rc = tfs_plog_append(w->f->pl, &r, 1, n % 50 == 0, &w->first[n], NULL);
+		} else {
+			tfs_batch_builder_reset(&b, &params);
+			for (int i = 0; i < 3; i++) {
+				in.timestamp = TS0 + n;
+				tfs_batch_builder_add(&b, &in);
+			}
+			tfs_batch_builder_finish(&b, -1, &out, &len);
+			copy = malloc(len);
+			memcpy(copy, out, len);
+			rc = tfs_plog_append_batch(w->f->pl, copy, len, n % 50 == 0, &w->first[n], NULL);
+			free(copy);
+		}
+		if (rc != 0)
+			w->first[n] = -1;
+	}
+	tfs_batch_builder_release(&b);
+	return NULL;
+}
+
+static void producers_and_appenders_at_once_keep_every_record(void **state)
+{
+	struct fx *f = *state;
+	struct producer w[3];
+	pthread_t t[3];
+	uint8_t *seen;
+	struct tfs_plog_stats st;
+
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	open_pl(f);
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct producer){ .f = f, .id = i, .batches = i != 2 };
+		assert_int_equal(pthread_create(&t[i], NULL, producer_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.log_end_offset, 2 * THREAD_BATCHES * 3 + THREAD_BATCHES);
+	seen = calloc((size_t)st.log_end_offset, 1);
+	for (int i = 0; i < 3; i++) {
+		int span = w[i].batches ? 3 : 1;
+		for (int n = 0; n < THREAD_BATCHES; n++) {
+			char value[64];
+			assert_true(w[i].first[n] >= 0);
+			snprintf(value, sizeof(value), "%d:%d", i, n);
+			for (int k = 0; k < span; k++) {
+				struct tfs_record_copy rc;
+				tfs_offset_t off = w[i].first[n] + k;
+				assert_int_equal(seen[off], 0);
+				seen[off] = 1;
+				assert_int_equal(tfs_plog_read_offset(f->pl, off, &rc), 0);
+				assert_int_equal(rc.value_len, strlen(value));
+				assert_memory_equal(rc.value, value, rc.value_len);
+				tfs_record_copy_release(&rc);
+			}
+		}
+	}
+	free(seen);
+	open_pl(f);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.live_keys, 3 * 17);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(an_uncompressed_batch_is_written_as_it_came, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_zstd_batch_is_written_as_it_came, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_batch_in_another_codec_is_reencoded_with_the_topics, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_zstd_batch_for_an_uncompressed_topic_is_decompressed, setup, teardown),
+		cmocka_unit_test_setup_teardown(log_append_time_stamps_the_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(segment_ms_counts_on_the_records_clock, setup, teardown),
+		cmocka_unit_test_setup_teardown(what_a_broker_refuses_is_refused_and_changes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(every_corruption_covered_by_the_crc_is_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(producers_and_appenders_at_once_keep_every_record, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("plog_produce", tests, NULL, NULL);
+}
