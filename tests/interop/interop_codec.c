@@ -15,6 +15,10 @@
  *   interop_codec plog-read PARTITION_DIR EXPECTED.jsonl
  *       Opens a partition directory holding a kafka-python segment with the engine
  *       and checks every record and every key's newest value.
+ *   interop_codec plog-produce PARTITION_DIR LOGFILE [zstd]
+ *       Appends every batch of LOGFILE (a kafka-python segment) to a new partition
+ *       as a producer's batch (tfs_plog_append_batch), on a topic with or without
+ *       zstd; the records land at offsets 0, 1, 2, ... in LOGFILE's order.
  *
  * JSON lines: one object per record, in log order:
  *   {"offset":N,"timestamp":T,"key":hex|null,"value":hex|null,
@@ -857,6 +861,69 @@ out:
 /* plog-read DIR JSONL: opens DIR (a partition directory holding a segment that
  * kafka-python built) with the engine, read-only, and checks every record through
  * a cursor and each key's newest value through the key directory. */
+static int cmd_plog_produce(const char *dir, const char *log_path, int zstd)
+{
+	struct tfs_topic_config cfg;
+	struct tfs_io *io = NULL;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_plog *pl = NULL;
+	struct tfs_plog_env env;
+	uint8_t *seg = NULL;
+	long seg_len;
+	size_t pos = 0, batches = 0, records = 0;
+	tfs_offset_t next = 0;
+	int rc = EXIT_MISMATCH, err;
+
+	seg_len = read_whole(log_path, &seg);
+	if (seg_len < 0) {
+		complain("%s: cannot read: %s", log_path, strerror(errno));
+		goto out;
+	}
+	tfs_topic_config_defaults(&cfg);
+	cfg.compression = zstd ? TFS_CODEC_ZSTD : TFS_CODEC_NONE;
+	if (tfs_io_create(TFS_IO_AUTO, &io) || !(fdc = tfs_fdcache_create(io, 16)))
+		goto out;
+	env = (struct tfs_plog_env){ .io = io, .fdcache = fdc, .config = &cfg };
+	if ((err = tfs_plog_open(&env, dir, true, &pl)) != 0) {
+		complain("%s: cannot open: %s", dir, tfs_strerror(err));
+		goto out;
+	}
+	while (pos < (size_t)seg_len) {
+		struct tfs_batch_header h;
+		const char *why = "?";
+		tfs_offset_t first = -1;
+		size_t count = 0;
+		err = tfs_batch_header_decode(seg + pos, (size_t)seg_len - pos, &h, &why);
+		if (err || tfs_batch_size(&h) > (size_t)seg_len - pos) {
+			complain("%s: batch at byte %zu: %s", log_path, pos, err ? why : "truncated");
+			goto out;
+		}
+		err = tfs_plog_append_batch(pl, seg + pos, tfs_batch_size(&h), false, &first, &count);
+		if (err || first != next) {
+			complain("%s: batch %zu: %s, first offset %lld (expected %lld)", log_path, batches,
+			         tfs_strerror(err), (long long)first, (long long)next);
+			goto out;
+		}
+		next += (tfs_offset_t)count;
+		records += count;
+		batches++;
+		pos += tfs_batch_size(&h);
+	}
+	if ((err = tfs_plog_sync(pl)) != 0) {
+		complain("%s: sync: %s", dir, tfs_strerror(err));
+		goto out;
+	}
+	printf("%s: %zu producer batches (%zu records) appended to %s%s\n", prog, batches, records,
+	       dir, zstd ? " (zstd topic)" : "");
+	rc = 0;
+out:
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	free(seg);
+	return rc;
+}
+
 static int cmd_plog_read(const char *dir, const char *jsonl_path)
 {
 	struct tfs_topic_config cfg;
@@ -953,11 +1020,15 @@ int main(int argc, char **argv)
 		return cmd_write(argv[2], argv[3], argc == 5);
 	if (argc == 4 && !strcmp(argv[1], "plog-read"))
 		return cmd_plog_read(argv[2], argv[3]);
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "plog-produce"))
+		return cmd_plog_produce(argv[2], argv[3], argc == 5);
 	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "plog-write"))
 		return cmd_plog_write(argv[2], argv[3], argc == 5);
 	fprintf(stderr, "usage: %s write LOGFILE EXPECTED.jsonl [zstd]\n"
 	                "       %s read LOGFILE EXPECTED.jsonl\n"
 	                "       %s plog-write PARTITION_DIR EXPECTED.jsonl [zstd]\n"
-	                "       %s plog-read PARTITION_DIR EXPECTED.jsonl\n", prog, prog, prog, prog);
+	                "       %s plog-read PARTITION_DIR EXPECTED.jsonl\n"
+	                "       %s plog-produce PARTITION_DIR LOGFILE [zstd]\n",
+	        prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
 }

@@ -20,6 +20,11 @@ Uses kafka-python (Debian's python3-kafka 2.0.2) and python3-zstandard; run it w
       compressed where that saves space - kafka-python's rule - one of them without
       a content size in the frame, as Java's streaming compressor writes them) and
       the JSON lines that describe it.
+
+  renumber EXPECTED.jsonl OUT.jsonl
+      Writes EXPECTED.jsonl with the records' offsets 0, 1, 2, ... in order: where
+      they land when their batches are appended as a producer's to an empty
+      partition, which assigns offsets afresh.
 """
 import json
 import struct
@@ -192,14 +197,25 @@ def cmd_build(log_path, expected_path, use_zstd):
           % (log_path, len(lines), zstd_batches, unsized))
 
 
+def cmd_renumber(expected_path, out_path):
+    records = read_expected(expected_path)
+    with open(out_path, "w", encoding="utf-8") as f:
+        for offset, record in enumerate(records):
+            record["offset"] = offset
+            f.write(json.dumps(record) + "\n")
+
+
 def main(argv):
     usage = ("usage: kafka_check.py decode LOGFILE EXPECTED.jsonl\n"
-             "       kafka_check.py build LOGFILE EXPECTED.jsonl [--zstd]\n")
+             "       kafka_check.py build LOGFILE EXPECTED.jsonl [--zstd]\n"
+             "       kafka_check.py renumber EXPECTED.jsonl OUT.jsonl\n")
     try:
         if len(argv) == 4 and argv[1] == "decode":
             cmd_decode(argv[2], argv[3])
         elif len(argv) in (4, 5) and argv[1] == "build" and argv[4:] in ([], ["--zstd"]):
             cmd_build(argv[2], argv[3], argv[4:] == ["--zstd"])
+        elif len(argv) == 4 and argv[1] == "renumber":
+            cmd_renumber(argv[2], argv[3])
         else:
             sys.stderr.write(usage)
             return 2

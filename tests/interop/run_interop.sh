@@ -89,6 +89,24 @@ cp kz.log kz-0/00000000000000000000.log
 ok "kafka-python segment opens as a partition" "$DRIVER" plog-read k-0 k.jsonl
 ok "kafka-python zstd segment opens as a partition" "$DRIVER" plog-read kz-0 kz.jsonl
 
+# A producer's batches appended as they came (tfs_plog_append_batch): offsets
+# assigned afresh, everything else as kafka-python built it - or re-encoded with
+# the topic's codec when it differs - and the result decodes in kafka-python.
+ok "kafka-python batches renumbered" "$PY" "$CHECK" renumber k.jsonl kn.jsonl
+ok "kafka-python zstd batches renumbered" "$PY" "$CHECK" renumber kz.jsonl kzn.jsonl
+for run in "k.log kn.jsonl plain" "kz.log kzn.jsonl zstd" "k.log kn.jsonl zstd" "kz.log kzn.jsonl plain"; do
+	set -- $run
+	dir="pp-$1-$3"
+	if [ "$3" = zstd ]; then
+		ok "engine appends $1's batches as a producer's, topic zstd" "$DRIVER" plog-produce "$dir" "$1" zstd
+	else
+		ok "engine appends $1's batches as a producer's, topic uncompressed" "$DRIVER" plog-produce "$dir" "$1"
+	fi
+	ok "  ... kafka-python decodes them" "$PY" "$CHECK" decode "$dir/00000000000000000000.log" "$2"
+	ok "  ... in one segment" test ! -e "$dir/00000000000000000005.log"
+	ok "  ... the engine reads them and their keys" "$DRIVER" plog-read "$dir" "$2"
+done
+
 # The checkers can fail: a wrong value, a missing record, a flipped byte.
 if [ -s c.jsonl ] && [ -s k.jsonl ]; then
 	sed '1s/"value": "[0-9a-f]*"/"value": "ff"/' c.jsonl >c-wrong.jsonl
