@@ -57,6 +57,7 @@ enum tfs_node_kind {
 	TFS_NODE_HIST_ENTRY,    /* T/P/.history/<offset> (num = offset) */
 	TFS_NODE_APPEND,        /* T/P/.append */
 	TFS_NODE_PUT,           /* T/P/.put */
+	TFS_NODE_BATCHES,       /* T/P/.batches */
 	TFS_NODE_KINDS
 };
 

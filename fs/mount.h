@@ -43,8 +43,8 @@ struct tfs_key_handle;
 struct tfs_fs_stats {
 	atomic_uint_fast64_t commits;          /* records committed by key handles */
 	atomic_uint_fast64_t commit_errors;
-	atomic_uint_fast64_t bulk_records;     /* records appended through .append/.put */
-	atomic_uint_fast64_t bulk_writes;      /* write(2) calls on .append/.put */
+	atomic_uint_fast64_t bulk_records;     /* records appended through .append/.put/.batches */
+	atomic_uint_fast64_t bulk_writes;      /* write(2) calls on .append/.put/.batches */
 	atomic_uint_fast64_t tombstones;       /* unlink + rename */
 	atomic_uint_fast64_t lookups;
 	atomic_uint_fast64_t write_seq;        /* orders writes of key handles */

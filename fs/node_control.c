@@ -1,11 +1,14 @@
 /* node_control.c - T/P/.append and T/P/.put: bulk lines, like Kafka's console
- * producer.
+ * producer; T/P/.batches: record batches as a Kafka producer sends them.
  *
  *   .append  every newline-terminated line becomes one keyless record (value =
  *            the line without its newline)
  *   .put     every line "KEY<TAB>VALUE" becomes one keyed record; KEY is spelled
  *            as a key's file name (keyname.h: "%09" is a tab in a key), VALUE is
  *            the raw rest of the line
+ *   .batches a stream of RecordBatch v2 batches (what a .log segment holds):
+ *            each whole batch is appended as its producer encoded it, zstd
+ *            included (tfs_plog_append_batch), with offsets assigned afresh
  *
  * One write(2) is one unit: its complete lines are validated first, and a
  * malformed line (no tab, a bad key name, a record over max.message.bytes) fails
@@ -27,6 +30,7 @@
  * stat or cat sees the new value.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,21 +129,23 @@ static int append_units(struct tfs_plog *pl, const struct bulk_fh *b,
 	return 0;
 }
 
-/* After a .put: the kernel must re-read attributes of the keys it has nodes for.
- * Drained before write(2) returns, so the next stat or open sees them. */
-static void invalidate_keys(struct tfs_mount *m, struct bulk_fh *b, struct tfs_node *n,
-                            size_t count)
+/* After a .put or .batches write: the kernel must re-read attributes of the keys
+ * (keys[0, count) of partition n) it has nodes for. Drained before write(2)
+ * returns, so the next stat or open sees them. *nodeids: the caller's scratch. */
+static void invalidate_keys(struct tfs_mount *m, struct tfs_node *n, const struct tfs_slice *keys,
+                            size_t count, uint64_t **nodeids, size_t *ncap)
 {
 	size_t found;
 
-	if (grow((void **)&b->nodeids, &b->ncap, count, sizeof(*b->nodeids)) < 0) {
-		tfs_log_error("fs", ".put: cannot check cached keys: out of memory");
+	if (grow((void **)nodeids, ncap, count, sizeof(**nodeids)) < 0) {
+		tfs_log_error("fs", "%s: cannot check cached keys: out of memory",
+		              tfs_kind_ops(n->kind)->name);
 		return;
 	}
 	found = tfs_inode_find_keys(m->inodes, n->topic, tfs_topic_name(n->topic), n->partition,
-	                            b->keyv, count, b->nodeids);
+	                            keys, count, *nodeids);
 	for (size_t i = 0; i < found; i++)
-		tfs_notify_inode(m->notifier, b->nodeids[i], 0);
+		tfs_notify_inode(m->notifier, (*nodeids)[i], 0);
 	if (found)
 		tfs_notifier_drain(m->notifier);
 }
@@ -219,7 +225,7 @@ static int append_lines(struct tfs_mount *m, struct bulk_fh *b, const char *buf,
 	if (b->put && grow((void **)&b->keyv, &b->kvcap, count, sizeof(*b->keyv)) == 0) {
 		for (size_t i = 0; i < count; i++)
 			b->keyv[i] = b->recs[i].key;
-		invalidate_keys(m, b, n, count);
+		invalidate_keys(m, n, b->keyv, count, &b->nodeids, &b->ncap);
 	}
 	return 0;
 }
@@ -238,6 +244,44 @@ static void keep_tail(struct bulk_fh *b, const char *buf, size_t size, size_t ta
 		return;
 	memcpy(b->partial + b->plen, buf + tail_at, keep);
 	b->plen += keep;
+}
+
+/* Opening a write-only control entry: checks, then a zeroed handle of size bytes
+ * and the topic's config in *cfg. NULL when it replied with the error. */
+static void *control_fh_new(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                            struct fuse_file_info *fi, size_t size, struct tfs_topic_config *cfg)
+{
+	void *fh = NULL;
+	int err = 0;
+
+	if (m->read_only)
+		err = EROFS;
+	else if ((fi->flags & O_ACCMODE) != O_WRONLY)
+		err = EACCES;                   /* write-only */
+	else if (!tfs_mount_plog(n))
+		err = ENOENT;
+	else if (!(fh = calloc(1, size)))
+		err = ENOMEM;
+	if (err) {
+		fuse_reply_err(req, err);
+		return NULL;
+	}
+	tfs_topic_get_config(n->topic, cfg);
+	return fh;
+}
+
+/* Registers a new control handle and replies to the OPEN: direct I/O (every
+ * write reaches the daemon as it was made), not seekable. */
+static void control_fh_reply(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                             struct tfs_fh *fh, struct fuse_file_info *fi,
+                             void (*free_fn)(struct tfs_mount *, struct tfs_fh *))
+{
+	tfs_fh_register(m, fh, n, free_fn);
+	fi->fh = (uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->nonseekable = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		free_fn(m, fh);
 }
 
 static int bulk_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
@@ -273,36 +317,15 @@ static void bulk_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
                       struct fuse_file_info *fi)
 {
 	struct tfs_topic_config cfg;
-	struct bulk_fh *b;
+	struct bulk_fh *b = control_fh_new(req, m, n, fi, sizeof(*b), &cfg);
 
-	if (m->read_only) {
-		fuse_reply_err(req, EROFS);
+	if (!b)
 		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_WRONLY) {
-		fuse_reply_err(req, EACCES);        /* write-only */
-		return;
-	}
-	if (!tfs_mount_plog(n)) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	pthread_mutex_init(&b->lock, NULL);
 	b->put = n->kind == TFS_NODE_PUT;
-	tfs_topic_get_config(n->topic, &cfg);
 	b->max_message_bytes = cfg.max_message_bytes;
 	b->payload_max = tfs_record_payload_max(cfg.max_message_bytes);
-	tfs_fh_register(m, &b->base, n, bulk_fh_free);
-	fi->fh = (uintptr_t)b;
-	fi->direct_io = 1;
-	fi->nonseekable = 1;
-	if (fuse_reply_open(req, fi) != 0)
-		bulk_fh_free(m, &b->base);
+	control_fh_reply(req, m, n, &b->base, fi, bulk_fh_free);
 }
 
 static void bulk_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, const char *buf,
@@ -323,6 +346,8 @@ static void bulk_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, c
 	else
 		fuse_reply_write(req, size);
 }
+
+/* ---- .append and .put ---- */
 
 /* The final line without a newline. Handle lock held. */
 static int append_partial(struct tfs_mount *m, struct bulk_fh *b)
@@ -374,6 +399,193 @@ static void bulk_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, i
 	tfs_reply_err(req, pl ? tfs_plog_sync(pl) : -ENOENT, "partition");
 }
 
+/* ---- .batches ---- */
+
+/* A batch is judged once its first 17 bytes are in: base offset, length, leader
+ * epoch and magic (at byte 16 in Kafka's every message format). */
+#define BATCH_PREFIX_BYTES 17
+#define BATCH_MAGIC_AT 16
+
+struct batches_fh {
+	struct tfs_fh base;
+	pthread_mutex_t lock;           /* a FLUSH may run beside a write */
+	uint8_t *buf;                   /* bytes not yet a whole batch, then the batch */
+	size_t len, cap;
+	int failed;                     /* a refused batch ends the stream: sticky */
+	int32_t max_message_bytes;
+	struct tfs_record_iter iter;    /* to find the keys of an appended batch */
+	struct tfs_slice *keyv;
+	size_t kvcap;
+	uint64_t *nodeids;
+	size_t ncap;
+};
+
+/* The kernel's cached attributes of the batch's keys are stale now. */
+static void invalidate_batch_keys(struct tfs_mount *m, struct batches_fh *b, const uint8_t *batch,
+                                  size_t size, size_t count)
+{
+	struct tfs_record r;
+	size_t nkeys = 0;
+
+	if (grow((void **)&b->keyv, &b->kvcap, count, sizeof(*b->keyv)) < 0) {
+		tfs_log_error("fs", ".batches: cannot check cached keys: out of memory");
+		return;
+	}
+	if (tfs_record_iter_reset(&b->iter, batch, size, NULL) < 0)
+		return;                 /* the engine has just decoded it whole */
+	while (nkeys < count && tfs_record_iter_next(&b->iter, &r, NULL) == 1)
+		if (!r.key_null)
+			b->keyv[nkeys++] = r.key;
+	invalidate_keys(m, b->base.node, b->keyv, nkeys, &b->nodeids, &b->ncap);
+}
+
+/* Appends every whole batch at the start of b->buf and keeps the rest. Returns 0
+ * or the refusal of a batch (those before it stay appended). Handle lock held. */
+static int append_batches(struct tfs_mount *m, struct batches_fh *b)
+{
+	struct tfs_node *n = b->base.node;
+	struct tfs_plog *pl = tfs_mount_plog(n);
+	size_t pos = 0;
+	int rc = 0;
+
+	if (!pl)
+		return -ENOENT;
+	while (b->len - pos >= BATCH_PREFIX_BYTES) {
+		const uint8_t *p = b->buf + pos;
+		int32_t length = (int32_t)((uint32_t)p[8] << 24 | (uint32_t)p[9] << 16 |
+		                           (uint32_t)p[10] << 8 | p[11]);
+		size_t size = (size_t)length + TFS_BATCH_LOG_OVERHEAD, count = 0;
+
+		if (p[BATCH_MAGIC_AT] < TFS_BATCH_MAGIC) {
+			tfs_log_warn("fs", "%s/%d/.batches: a message set of magic %d; only record "
+			             "batches (magic 2) are taken", tfs_topic_name(n->topic),
+			             (int)n->partition, p[BATCH_MAGIC_AT]);
+			rc = TFS_EUNSUPPORTED;
+			break;
+		}
+		if (p[BATCH_MAGIC_AT] != TFS_BATCH_MAGIC ||
+		    length < TFS_BATCH_HEADER_BYTES - TFS_BATCH_LOG_OVERHEAD) {
+			tfs_log_warn("fs", "%s/%d/.batches: not a record batch (magic %d, length %" PRId32
+			             ")", tfs_topic_name(n->topic), (int)n->partition, p[BATCH_MAGIC_AT],
+			             length);
+			rc = -EINVAL;
+			break;
+		}
+		if (size > (size_t)b->max_message_bytes) {
+			tfs_log_warn("fs", "%s/%d/.batches: a batch of %zu bytes is over max.message.bytes "
+			             "(%" PRId32 ")", tfs_topic_name(n->topic), (int)n->partition, size,
+			             b->max_message_bytes);
+			rc = -EFBIG;
+			break;
+		}
+		if (b->len - pos < size)
+			break;
+		/* refusals are logged by the engine with their reason */
+		rc = tfs_plog_append_batch(pl, b->buf + pos, size, false, NULL, &count);
+		if (rc < 0)
+			break;
+		atomic_fetch_add_explicit(&m->stats.bulk_records, count, memory_order_relaxed);
+		invalidate_batch_keys(m, b, b->buf + pos, size, count);
+		pos += size;
+	}
+	memmove(b->buf, b->buf + pos, b->len - pos);
+	b->len -= pos;
+	return rc;
+}
+
+static void batches_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
+{
+	struct batches_fh *b = (struct batches_fh *)fh;
+
+	tfs_fh_unregister(m, fh);
+	pthread_mutex_destroy(&b->lock);
+	tfs_record_iter_release(&b->iter);
+	free(b->buf);
+	free(b->keyv);
+	free(b->nodeids);
+	free(b);
+}
+
+static void batches_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
+                         struct fuse_file_info *fi)
+{
+	struct tfs_topic_config cfg;
+	struct batches_fh *b = control_fh_new(req, m, n, fi, sizeof(*b), &cfg);
+
+	if (!b)
+		return;
+	pthread_mutex_init(&b->lock, NULL);
+	tfs_record_iter_init(&b->iter);
+	b->max_message_bytes = cfg.max_message_bytes;
+	control_fh_reply(req, m, n, &b->base, fi, batches_fh_free);
+}
+
+static void batches_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, const char *buf,
+                          size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct batches_fh *b = (struct batches_fh *)fh;
+	int rc;
+
+	atomic_fetch_add_explicit(&m->stats.bulk_writes, 1, memory_order_relaxed);
+	pthread_mutex_lock(&b->lock);
+	rc = b->failed;
+	if (rc == 0 && grow((void **)&b->buf, &b->cap, b->len + size, 1) < 0)
+		rc = -ENOMEM;               /* nothing taken: the writer may retry */
+	if (rc == 0) {
+		memcpy(b->buf + b->len, buf, size);
+		b->len += size;
+		rc = append_batches(m, b);
+		if (rc < 0) {
+			/* past a refused batch the stream cannot be trusted to be in step */
+			b->failed = rc;
+			b->len = 0;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (rc < 0)
+		tfs_reply_err(req, rc, ".batches");
+	else
+		fuse_reply_write(req, size);
+}
+
+/* Bytes left at close are a batch cut short: refused, and said so. */
+static int batches_finish(struct batches_fh *b)
+{
+	struct tfs_node *n = b->base.node;
+	size_t left = b->len;
+
+	if (left == 0 || b->failed)
+		return 0;
+	b->len = 0;
+	tfs_log_warn("fs", "%s/%d/.batches: %zu bytes of a batch cut short at close, not appended",
+	             tfs_topic_name(n->topic), (int)n->partition, left);
+	return -EINVAL;
+}
+
+static void batches_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                          struct fuse_file_info *fi)
+{
+	struct batches_fh *b = (struct batches_fh *)fh;
+	int rc;
+
+	pthread_mutex_lock(&b->lock);
+	rc = batches_finish(b);
+	pthread_mutex_unlock(&b->lock);
+	tfs_reply_err(req, rc, ".batches");
+}
+
+static void batches_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                            struct fuse_file_info *fi)
+{
+	struct batches_fh *b = (struct batches_fh *)fh;
+
+	pthread_mutex_lock(&b->lock);
+	batches_finish(b);
+	pthread_mutex_unlock(&b->lock);
+	fuse_reply_err(req, 0);
+	tfs_fh_put(m, fh);
+}
+
 const struct tfs_node_ops tfs_kind_append = {
 	.name = ".append",
 	.stat = bulk_stat,
@@ -381,6 +593,16 @@ const struct tfs_node_ops tfs_kind_append = {
 	.write = bulk_write,
 	.flush = bulk_flush,
 	.release = bulk_release,
+	.fsync = bulk_fsync,
+};
+
+const struct tfs_node_ops tfs_kind_batches = {
+	.name = ".batches",
+	.stat = bulk_stat,
+	.open = batches_open,
+	.write = batches_write,
+	.flush = batches_flush,
+	.release = batches_release,
 	.fsync = bulk_fsync,
 };
 

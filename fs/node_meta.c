@@ -139,9 +139,9 @@ static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *r
 	        stat_of(&m->stats.commits));
 	counter(f, "topicfs_fs_commit_errors_total", "Commits that failed.",
 	        stat_of(&m->stats.commit_errors));
-	counter(f, "topicfs_fs_bulk_records_total", "Records appended through .append and .put.",
+	counter(f, "topicfs_fs_bulk_records_total", "Records appended through .append, .put and .batches.",
 	        stat_of(&m->stats.bulk_records));
-	counter(f, "topicfs_fs_bulk_writes_total", "write(2) calls on .append and .put.",
+	counter(f, "topicfs_fs_bulk_writes_total", "write(2) calls on .append, .put and .batches.",
 	        stat_of(&m->stats.bulk_writes));
 	counter(f, "topicfs_fs_tombstones_total", "Tombstones written by unlink and rename.",
 	        stat_of(&m->stats.tombstones));

@@ -1,5 +1,5 @@
 /* node_partition.c - a partition directory: lists live keys; its control entries
- * .history, .append and .put open by name and are never listed.
+ * .history, .append, .put and .batches open by name and are never listed.
  *
  * Listing walks the key directory in hash order (tfs_plog_scan_keys), so a
  * listing that runs while others write never repeats a key and never misses one
@@ -23,9 +23,9 @@
 
 #define GROUP_SHIFT 2               /* 64-bit hash -> 62-bit cookie space */
 
-static const char *const control_names[] = { ".history", ".append", ".put" };
+static const char *const control_names[] = { ".history", ".append", ".put", ".batches" };
 static const enum tfs_node_kind control_kinds[] = {
-	TFS_NODE_HIST_DIR, TFS_NODE_APPEND, TFS_NODE_PUT,
+	TFS_NODE_HIST_DIR, TFS_NODE_APPEND, TFS_NODE_PUT, TFS_NODE_BATCHES,
 };
 #define CONTROL_COUNT (sizeof(control_names) / sizeof(control_names[0]))
 
