@@ -21,6 +21,14 @@
  * drops them; nothing is written. With zstd that is the ceiling of one writer:
  * all an append adds to it is the write and the key directory.
  *
+ * --producer-batches: each writer is a Kafka producer. Before the clock starts it
+ * builds all its batches with the engine's batch builder at the topic's codec and
+ * level (encoding, compression, CRC: a producer's work, done on its own machine);
+ * then it appends them with tfs_plog_append_batch, which checks each batch,
+ * decodes every record (decompressing) to index its key, and writes the batch as
+ * it came. The figure is the broker's side of a produce. peak_rss_mb then
+ * includes the batches held in memory.
+ *
  * Output: "# ..." lines describe the run; every other line is "name value unit",
  * for bench/engine.sh to parse:
  *   records_per_s, mb_per_s (log bytes on disk / s, from tfs_plog_stats
@@ -81,6 +89,7 @@ struct opts {
 	bool random_keys;
 	bool json_values;
 	bool encode_only;
+	bool producer_batches;
 	bool keep;
 	uint64_t durable_every;           /* records; 0 = only the final sync */
 	const char *dir;
@@ -100,6 +109,10 @@ struct writer {
 	uint64_t encoded_bytes;           /* --encode-only: bytes of the batches built */
 	int16_t attributes;               /* --encode-only: the codec bits */
 	int zstd_level;                   /* --encode-only: the topic's level */
+	uint8_t *batches;                 /* --producer-batches: built before the clock */
+	size_t batches_cap;
+	size_t *batch_end;                /* end of batch i in batches */
+	size_t nbatches;
 	int rc;
 };
 
@@ -115,7 +128,8 @@ static const uint8_t *value_of(const struct writer *w, uint64_t i)
 	return w->pool + (i * POOL_STRIDE) % BENCH_POOL_BYTES;
 }
 
-/* --encode-only: builds recs[0, n) as the appender would, then drops the batch. */
+/* --encode-only: builds recs[0, n) as the appender would, then drops the batch.
+ * --producer-batches: keeps it, to append later. */
 static int encode_batch(struct writer *w, struct tfs_batch_builder *b,
                         const struct tfs_append_rec *recs, size_t n)
 {
@@ -137,27 +151,38 @@ static int encode_batch(struct writer *w, struct tfs_batch_builder *b,
 			return rc;
 	}
 	rc = tfs_batch_builder_finish(b, -1, &out, &len);
-	if (rc == 0)
-		w->encoded_bytes += len;
-	return rc;
+	if (rc < 0)
+		return rc;
+	w->encoded_bytes += len;
+	if (!w->o->producer_batches)
+		return 0;
+	if (w->encoded_bytes > w->batches_cap) {
+		size_t ncap = w->batches_cap ? w->batches_cap : 1 << 20;
+		uint8_t *p;
+		while (ncap < w->encoded_bytes)
+			ncap *= 2;
+		if (!(p = realloc(w->batches, ncap)))
+			return -ENOMEM;
+		w->batches = p;
+		w->batches_cap = ncap;
+	}
+	memcpy(w->batches + w->encoded_bytes - len, out, len);
+	w->batch_end[w->nbatches++] = w->encoded_bytes;
+	return 0;
 }
 
-static void *writer_main(void *arg)
+/* What each_unit does with a unit of n records. */
+typedef int (*unit_fn)(struct writer *w, struct tfs_batch_builder *b, struct tfs_append_rec *recs,
+                       size_t n, bool durable);
+
+/* The writer's records [first, end) in units of o->batch records, each handed to
+ * unit: appended, or built as a batch (--encode-only, --producer-batches). */
+static int each_unit(struct writer *w, struct tfs_append_rec *recs, uint8_t *keys,
+                     struct tfs_batch_builder *b, unit_fn unit)
 {
-	struct writer *w = arg;
 	const struct opts *o = w->o;
-	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
-	uint8_t *keys = malloc((size_t)o->batch * BENCH_KEY_BYTES);
 	uint64_t since_durable = 0;
-	struct tfs_batch_builder builder;
 
-	tfs_batch_builder_init(&builder);
-
-	pthread_barrier_wait(w->start);
-	if (!recs || !keys) {
-		w->rc = -ENOMEM;
-		goto out;
-	}
 	for (uint64_t i = w->first; i < w->end;) {
 		size_t n = 0;
 		bool durable = false;
@@ -174,17 +199,75 @@ static void *writer_main(void *arg)
 			durable = true;
 			since_durable = 0;
 		}
-		if (o->encode_only)
-			w->rc = encode_batch(w, &builder, recs, n);
+		w->rc = unit(w, b, recs, n, durable);
+		if (w->rc < 0)
+			return w->rc;
+	}
+	return 0;
+}
+
+static int build_unit(struct writer *w, struct tfs_batch_builder *b, struct tfs_append_rec *recs,
+                      size_t n, bool durable)
+{
+	(void)durable;
+	return encode_batch(w, b, recs, n);
+}
+
+static int append_unit(struct writer *w, struct tfs_batch_builder *b, struct tfs_append_rec *recs,
+                       size_t n, bool durable)
+{
+	(void)b;
+	return tfs_plog_append(w->pl, recs, n, durable, NULL, NULL);
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	const struct opts *o = w->o;
+	struct tfs_append_rec *recs = calloc(o->batch, sizeof(*recs));
+	uint8_t *keys = malloc((size_t)o->batch * BENCH_KEY_BYTES);
+	struct tfs_batch_builder builder;
+	const char *what = "append";
+
+	tfs_batch_builder_init(&builder);
+	if (o->producer_batches) {
+		/* the producer's work, before the clock starts */
+		w->batch_end = malloc(sizeof(*w->batch_end) * ((w->end - w->first) / o->batch + 1));
+		if (!recs || !keys || !w->batch_end)
+			w->rc = -ENOMEM;
 		else
-			w->rc = tfs_plog_append(w->pl, recs, n, durable, NULL, NULL);
-		if (w->rc < 0) {
-			fprintf(stderr, "bench_append: writer %u: %s failed: %s\n", w->id,
-			        o->encode_only ? "encoding" : "append", tfs_strerror(w->rc));
-			break;
+			each_unit(w, recs, keys, &builder, build_unit);
+		what = "building a producer batch";
+	}
+	pthread_barrier_wait(w->start);
+	if (w->rc < 0)
+		goto out;
+	if (!recs || !keys) {
+		w->rc = -ENOMEM;
+	} else if (o->producer_batches) {
+		uint64_t since_durable = 0, per_batch = o->batch;
+		what = "append_batch";
+		for (size_t i = 0; i < w->nbatches && w->rc == 0; i++) {
+			size_t at = i ? w->batch_end[i - 1] : 0;
+			bool durable = false;
+			since_durable += per_batch;
+			if (o->durable_every && since_durable >= o->durable_every) {
+				durable = true;
+				since_durable = 0;
+			}
+			w->rc = tfs_plog_append_batch(w->pl, w->batches + at, w->batch_end[i] - at,
+			                              durable, NULL, NULL);
 		}
+	} else if (o->encode_only) {
+		what = "encoding";
+		each_unit(w, recs, keys, &builder, build_unit);
+	} else {
+		each_unit(w, recs, keys, &builder, append_unit);
 	}
 out:
+	if (w->rc < 0)
+		fprintf(stderr, "bench_append: writer %u: %s failed: %s\n", w->id, what,
+		        tfs_strerror(w->rc));
 	tfs_batch_builder_release(&builder);
 	free(recs);
 	free(keys);
@@ -222,6 +305,8 @@ static void usage(FILE *f)
 	        "  --durable-every N  a durable append after each N records of a writer\n"
 	        "  --encode-only      build each batch (encode, compress, CRC) and drop it:\n"
 	        "                     what one writer can do before anything is written\n"
+	        "  --producer-batches build every batch first, as a producer does, then append\n"
+	        "                     them as they are (tfs_plog_append_batch)\n"
 	        "  --dir DIR          parent of the fresh data directory (default %s)\n"
 	        "  --io KIND          auto, uring or sync (default $TFS_IO, else auto)\n"
 	        "  --keep             keep the data directory\n",
@@ -232,7 +317,7 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_VALUES, O_WRITERS, O_BATCH, O_ZSTD,
-	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_DIR, O_IO, O_KEEP, O_HELP };
+	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_PRODUCER, O_DIR, O_IO, O_KEEP, O_HELP };
 	static const struct option longopts[] = {
 		{ "records", required_argument, NULL, O_RECORDS },
 		{ "keys", required_argument, NULL, O_KEYS },
@@ -248,6 +333,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "io", required_argument, NULL, O_IO },
 		{ "keep", no_argument, NULL, O_KEEP },
 		{ "encode-only", no_argument, NULL, O_ENCODE_ONLY },
+		{ "producer-batches", no_argument, NULL, O_PRODUCER },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -335,6 +421,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_ENCODE_ONLY:
 			o->encode_only = true;
 			break;
+		case O_PRODUCER:
+			o->producer_batches = true;
+			break;
 		case 'h':
 		case O_HELP:
 			usage(stdout);
@@ -346,6 +435,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (optind != argc) {
 		usage(stderr);
+		return -EINVAL;
+	}
+	if (o->encode_only && o->producer_batches) {
+		fprintf(stderr, "bench_append: --encode-only and --producer-batches exclude each other\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -425,7 +518,8 @@ int main(int argc, char **argv)
 	       o.records, o.keys, o.random_keys ? "random" : "round-robin", o.value_bytes,
 	       o.json_values ? "json" : "letters", o.writers, o.batch, o.zstd ? "zstd" : "none",
 	       cfg.zstd_level, o.durable_every, tfs_io_kind_name(tfs_io_kind_of(io)), root,
-	       o.encode_only ? " encode-only (nothing written)" : "");
+	       o.encode_only ? " encode-only (nothing written)"
+	                     : o.producer_batches ? " producer-batches (built before the clock)" : "");
 
 	pthread_barrier_init(&start, NULL, o.writers + 1);
 	barrier = true;
@@ -450,6 +544,10 @@ int main(int argc, char **argv)
 		pthread_join(w[i].thread, NULL);
 	rc = tfs_plog_sync(pl);
 	secs = bench_now_s() - t0;
+	for (unsigned i = 0; i < started; i++) {
+		free(w[i].batches);
+		free(w[i].batch_end);
+	}
 	for (unsigned i = 0; i < started; i++) {
 		if (w[i].rc < 0)
 			goto out;

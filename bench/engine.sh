@@ -33,6 +33,11 @@
 #      (rows enc1000_w1_zstd*): the batches built and compressed, nothing written -
 #      the ceiling of one writer, since an append is one batch compressed on the
 #      appender's core (no target).
+#      And bench_append --producer-batches, without zstd (1 writer) and with zstd
+#      (1, 2 writers; letters and json): batches built by the writers before the
+#      clock starts, as a Kafka producer builds and compresses them, then appended
+#      as they are with tfs_plog_append_batch (rows prod1000_*) - the broker's side
+#      of a produce: checking, decompressing to index every key, writing.
 #   4. bench_append --batch 1 x --writers 1, 2 (single-record appends), on the
 #      default backend and on --io sync (for comparison; no target)
 #   5. bench_open --records OPEN_RECORDS (warm, and cold with --drop-caches when
@@ -127,13 +132,19 @@ declare -A CFG_ARGS=(
 	[b1000_w2_zstd_json]="--records $RECORDS --batch 1000 --writers 2 --zstd --values json"
 	[enc1000_w1_zstd]="--records $RECORDS --batch 1000 --writers 1 --zstd --encode-only"
 	[enc1000_w1_zstd_json]="--records $RECORDS --batch 1000 --writers 1 --zstd --values json --encode-only"
+	[prod1000_w1]="--records $RECORDS --batch 1000 --writers 1 --producer-batches"
+	[prod1000_w1_zstd]="--records $RECORDS --batch 1000 --writers 1 --zstd --producer-batches"
+	[prod1000_w2_zstd]="--records $RECORDS --batch 1000 --writers 2 --zstd --producer-batches"
+	[prod1000_w1_zstd_json]="--records $RECORDS --batch 1000 --writers 1 --zstd --values json --producer-batches"
+	[prod1000_w2_zstd_json]="--records $RECORDS --batch 1000 --writers 2 --zstd --values json --producer-batches"
 	[b1_w1]="--records $SINGLE_RECORDS --batch 1 --writers 1"
 	[b1_w2]="--records $SINGLE_RECORDS --batch 1 --writers 2"
 	[b1_w1_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 1 --io sync"
 	[b1_w2_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 2 --io sync"
 )
 ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1000_w1_zstd_json b1000_w2_zstd_json
-	enc1000_w1_zstd enc1000_w1_zstd_json)
+	enc1000_w1_zstd enc1000_w1_zstd_json prod1000_w1 prod1000_w1_zstd prod1000_w2_zstd
+	prod1000_w1_zstd_json prod1000_w2_zstd_json)
 for level in $ZSTD_FAST_LEVELS; do
 	[[ $level =~ ^-?[0-9]+$ ]] || die "ZSTD_FAST_LEVELS: $level is not a level"
 	for w in 1 2; do
@@ -235,7 +246,7 @@ for tag in "${ORDER[@]}"; do
 	fi
 	ratio=$(awk -v a="$raw" -v b="$DD_MBPS" 'BEGIN { if (a + 0 > 0) printf "%.2f", a / b; else print "-" }')
 	target="-"
-	if [[ $tag == b1000_* ]]; then
+	if [[ $tag == b1000_* || $tag == prod1000_* ]]; then
 		if awk -v r="$ratio" -v t="$APPEND_TARGET_RATIO" 'BEGIN { exit !(r >= t) }'; then
 			target=PASS
 		else
@@ -253,8 +264,11 @@ echo "   *_zstd: compression.type zstd at the default compression.zstd.level (3)
 echo "   values are random letters (zstd's slowest case: it searches every byte), *_json: JSON account state"
 echo "   enc1000_*: --encode-only, batches built and compressed by one writer and dropped (nothing written):"
 echo "   the ceiling of one writer with zstd, since an append is one batch compressed on the appender's core"
+echo "   prod1000_*: --producer-batches, batches built (and compressed) by the writers before the clock, as a Kafka"
+echo "   producer does, then appended as they are (tfs_plog_append_batch: checked, decoded to index keys, written);"
+echo "   RSS includes those batches"
 echo "   b1_*: single-record appends (batch 1); *_iosync: the same on the pread/pwrite backend (--io sync)"
-echo "   target: batched appends (b1000_*) take records at >= $APPEND_TARGET_RATIO x dd bandwidth for the same bytes"
+echo "   target: batched appends (b1000_*, prod1000_*) take records at >= $APPEND_TARGET_RATIO x dd bandwidth for the same bytes"
 echo
 echo "== open: tfs_plog_open (recovery scan + key directory rebuild) of a log of $OPEN_RECORDS records"
 if ((OPEN_OK)); then
