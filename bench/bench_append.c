@@ -256,7 +256,7 @@ static void *writer_main(void *arg)
 				since_durable = 0;
 			}
 			w->rc = tfs_plog_append_batch(w->pl, w->batches + at, w->batch_end[i] - at,
-			                              durable, NULL, NULL);
+			                              durable, NULL, NULL, NULL, NULL);
 		}
 	} else if (o->encode_only) {
 		what = "encoding";

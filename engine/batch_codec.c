@@ -412,6 +412,17 @@ void tfs_record_iter_init(struct tfs_record_iter *it)
 	it->remaining = -1;   /* no batch: next fails until a reset succeeds */
 }
 
+void tfs_record_iter_trim(struct tfs_record_iter *it, size_t keep_bytes)
+{
+	if (it->zcap <= keep_bytes)
+		return;
+	free(it->zbuf);
+	it->zbuf = NULL;
+	it->zcap = 0;
+	it->remaining = -1;           /* what it held is gone */
+	it->p = it->end = NULL;
+}
+
 void tfs_record_iter_release(struct tfs_record_iter *it)
 {
 	if (!it)
@@ -986,11 +997,16 @@ void tfs_batch_set_leader_epoch(uint8_t *batch, int32_t epoch)
 	put_be32(batch + OFF_LEADER_EPOCH, (uint32_t)epoch);
 }
 
-void tfs_batch_stamp_log_append_time(uint8_t *batch, size_t len, int64_t now_ms)
+void tfs_batch_set_max_timestamp(uint8_t *batch, size_t len, bool log_append_time,
+                                 int64_t max_timestamp)
 {
 	uint16_t attributes = get_be16(batch + OFF_ATTRIBUTES);
 
-	put_be16(batch + OFF_ATTRIBUTES, attributes | TFS_ATTR_LOG_APPEND_TIME);
-	put_be64(batch + OFF_MAX_TIMESTAMP, (uint64_t)now_ms);
+	if (log_append_time)
+		attributes |= TFS_ATTR_LOG_APPEND_TIME;
+	else
+		attributes &= (uint16_t)~TFS_ATTR_LOG_APPEND_TIME;
+	put_be16(batch + OFF_ATTRIBUTES, attributes);
+	put_be64(batch + OFF_MAX_TIMESTAMP, (uint64_t)max_timestamp);
 	put_be32(batch + OFF_CRC, tfs_crc32c(0, batch + TFS_BATCH_CRC_START, len - TFS_BATCH_CRC_START));
 }

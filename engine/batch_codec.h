@@ -164,6 +164,9 @@ struct tfs_record_iter {
 
 void tfs_record_iter_init(struct tfs_record_iter *it);
 void tfs_record_iter_release(struct tfs_record_iter *it);
+/* Frees the decompression buffer if it grew past keep_bytes (one big batch must
+ * not pin its size for the iterator's life); the iterator then holds no batch. */
+void tfs_record_iter_trim(struct tfs_record_iter *it, size_t keep_bytes);
 /* Starts iterating the batch in buf (exactly one whole batch, already CRC-checked
  * or not: the record structure is checked as it goes). Decompresses zstd.
  * Returns 0, TFS_ECORRUPT, TFS_EUNSUPPORTED (gzip/snappy/lz4) or -ENOMEM; after a
@@ -273,13 +276,14 @@ int tfs_batch_builder_reserve(struct tfs_batch_builder *b, size_t record_bytes);
  * the CRC (bytes 0..7), so a batch can be encoded before its offsets are known -
  * the way a Kafka broker assigns offsets to a producer's batch - and placed later. */
 void tfs_batch_set_base_offset(uint8_t *batch, tfs_offset_t base_offset);
-/* Sets the partition leader epoch of a batch in place (also outside the CRC). */
+/* Sets the partition leader epoch of a batch in place: the broker's to set, and
+ * outside the CRC too. */
 void tfs_batch_set_leader_epoch(uint8_t *batch, int32_t epoch);
-/* Makes a whole, valid batch of len bytes a log-append-time batch stamped now_ms,
- * as a broker does to a producer's batch when the topic's
- * message.timestamp.type is LogAppendTime: sets attribute bit 3 and the max
- * timestamp (every record then reads it as its timestamp) and recomputes the CRC,
- * which covers both. */
-void tfs_batch_stamp_log_append_time(uint8_t *batch, size_t len, int64_t now_ms);
+/* Sets the timestamp type (attribute bit 3) and max timestamp of a whole batch of
+ * len bytes and recomputes the CRC, which covers both: what a broker does to a
+ * producer's batch, stamping it under LogAppendTime (every record then reads
+ * max_timestamp) and otherwise making the max timestamp the records' own. */
+void tfs_batch_set_max_timestamp(uint8_t *batch, size_t len, bool log_append_time,
+                                 int64_t max_timestamp);
 
 #endif

@@ -67,6 +67,8 @@
  * which holds at most IOV_MAX (1024). */
 #define GROUP_MAX_PREENCODED 256
 #define DIR_MODE 0755
+/* Buffers an encoder keeps after a producer's batch (encoder_trim). */
+#define ENCODER_KEEP_BYTES (8u << 20)
 
 struct tfs__waiter {
 	const struct tfs_append_rec *recs;
@@ -282,9 +284,9 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 		seg_ms = pl->cfg.max_compaction_lag_ms;
 	if (size > pl->cfg.segment_bytes - (int64_t)incoming)
 		return true;
-	if (s->first_batch_timestamp >= 0 ? incoming_ts > s->first_batch_timestamp &&
-	                                        incoming_ts - s->first_batch_timestamp > seg_ms
-	                                  : tfs_now_ms() - s->created_ms > seg_ms)
+	if (s->first_batch_timestamp > 0 ? incoming_ts > s->first_batch_timestamp &&
+	                                       incoming_ts - s->first_batch_timestamp > seg_ms
+	                                 : tfs_now_ms() - s->created_ms > seg_ms)
 		return true;
 	if (tfs_segment_index_full(s, pl->cfg.segment_index_bytes))
 		return true;
@@ -488,7 +490,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 {
 	struct tfs__waiter *w;
 	size_t incoming = 0, batch_bytes = 0;
-	size_t nunits = 0;
+	size_t nunits = 0, nrecs = 0;
 	bool durable = false;
 	int64_t now = tfs_now_ms();
 	tfs_offset_t next = pl->end_offset, batch_base = next;
@@ -510,6 +512,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		incoming += w->bytes;
 		durable |= w->durable;
 		nunits++;
+		nrecs += w->count;
 		if (w->count > 0 && ts > incoming_ts)
 			incoming_ts = ts;
 	}
@@ -519,7 +522,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		rc = pl->failed;
 		goto out;
 	}
-	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nunits, incoming_ts)) {
+	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nrecs, incoming_ts)) {
 		rc = roll_locked(pl);
 		if (rc < 0)
 			goto out;
@@ -549,7 +552,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		if (w->pre) {
 			if (w->pre->producer && pl->cfg.timestamp_type == TFS_TS_LOG_APPEND_TIME) {
 				/* stamped here, so that timestamps follow offsets */
-				tfs_batch_stamp_log_append_time(w->pre->batch, w->pre->len, now);
+				tfs_batch_set_max_timestamp(w->pre->batch, w->pre->len, true, now);
 				w->pre->timestamp = now;
 				w->pre->timestamps = NULL;
 			}
@@ -617,11 +620,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 
 	/* The key directory's changes, hashed before taking the lock. */
 	{
-		size_t nrec = 0;
-		for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL)
-			nrec += w->count;
 		nops = 0;
-		if (kops_reserve(pl, nrec) == 0) {
+		if (kops_reserve(pl, nrecs) == 0) {
 			for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 				for (size_t i = 0; i < w->count; i++) {
 					const struct tfs_append_rec *r = &w->recs[i];
@@ -765,7 +765,7 @@ static int preencode(struct tfs__preencoded *pre, const struct tfs_batch_params 
                      const struct tfs_append_rec *recs, size_t count, size_t bytes)
 {
 	struct tfs__encoder *e = pre->enc;
-	const uint8_t *out;
+	const uint8_t *out = NULL;
 	int rc = tfs__encoder_reserve(e, count);
 
 	pre->attributes = params->attributes;
@@ -918,8 +918,28 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
 	return submit(pl, recs, count, bytes, durable, NULL, NULL, NULL, first, timestamp);
 }
 
+/* Gives back to the heap what a producer's batch grew an encoder to beyond what
+ * appends need: a zstd body may inflate to the decoder's bound (64 MiB), and the
+ * record arrays follow the record count. */
+static void encoder_trim(struct tfs__encoder *e)
+{
+	size_t per_record = sizeof(*e->hashes) + sizeof(*e->recs) + sizeof(*e->timestamps);
+
+	tfs_record_iter_trim(&e->iter, ENCODER_KEEP_BYTES);
+	if (e->hashes_cap * per_record > ENCODER_KEEP_BYTES) {
+		free(e->hashes);
+		free(e->recs);
+		free(e->timestamps);
+		e->hashes = NULL;
+		e->recs = NULL;
+		e->timestamps = NULL;
+		e->hashes_cap = 0;
+	}
+}
+
 int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,
-                          tfs_offset_t *first, size_t *count)
+                          tfs_offset_t *first, size_t *count, tfs_plog_records_fn committed,
+                          void *arg)
 {
 	struct tfs__produce_cfg cfg;
 	struct tfs__encoder *e, *own = NULL;
@@ -942,13 +962,16 @@ int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool 
 		return -ENOMEM;
 	rc = tfs__producer_unit(&cfg, e, batch, len, &pre, &n, &why);
 	if (rc == 0)
-		rc = submit(pl, pre.enc->recs, n, pre.len, durable, NULL, NULL, &pre, first, NULL);
+		rc = submit(pl, e->recs, n, pre.len, durable, NULL, NULL, &pre, first, NULL);
 	else
 		tfs_log_warn("plog", "%s: refused a producer's batch of %zu bytes: %s (%s)", pl->path,
 		             len, why ? why : "no reason given", tfs_strerror(rc));
+	if (rc == 0 && committed)
+		committed(arg, e->recs, n);
 	if (own) {
 		tfs__encoder_free(own);
 	} else {
+		encoder_trim(e);
 		pthread_mutex_lock(&pl->q_lock);
 		encoder_give(pl, e);
 		pthread_mutex_unlock(&pl->q_lock);

@@ -99,25 +99,34 @@ struct tfs_append_rec {
  * -ENOSPC/-EIO from the disk (nothing becomes visible), TFS_EREADONLY. */
 int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
                     bool durable, tfs_offset_t *first, int64_t *timestamp);
+/* Called by tfs_plog_append_batch once the batch is committed, with its records
+ * (borrowed for the call), so that a caller can act on the keys without
+ * decoding the batch again. */
+typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs, size_t count);
+
 /* Appends one RecordBatch v2 as its producer encoded it, compression included:
  * Kafka's produce path. The batch (len bytes, exactly one batch) is checked as a
  * Kafka broker checks a client's - magic 2, CRC, 1..n records at offset deltas
  * 0..n-1, no control or transactional batch - and every record is decoded once
  * to prove its structure and index its key. Only what a broker sets is changed,
- * in place in batch: the base offset, the partition leader epoch (-1), and under
- * LogAppendTime the max timestamp and timestamp type (and so the CRC). Records
- * keep their CreateTime timestamps and headers; producer fields are kept as they
- * are (their sequence numbers are not checked: that needs producer state). A
- * batch whose codec is not the topic's compression.type is re-encoded with it.
- * durable, *first: as tfs_plog_append; *count gets the number of records (either
- * may be NULL). Refusals change nothing and are logged with their reason: -EINVAL
- * (not one whole batch, control, transactional or delete-horizon batch, no
- * records, offset deltas other than 0..n-1, a producer id without a sequence),
+ * in place in batch: the base offset, the partition leader epoch (-1), and the
+ * max timestamp - now under LogAppendTime, else the records' newest if the
+ * producer's said otherwise (and so the CRC). Records keep their CreateTime
+ * timestamps and headers; producer fields are kept as they are (their sequence
+ * numbers are not checked: that needs producer state). A batch whose codec is
+ * not the topic's compression.type is re-encoded with it. A config change that
+ * races the append applies from the next batch. durable, *first: as
+ * tfs_plog_append; *count gets the number of records (either may be NULL);
+ * committed (NULL ok) is called with the records once they are. Refusals change
+ * nothing and are logged with their reason: -EINVAL (not one whole batch,
+ * control, transactional, log-append-time or delete-horizon batch, no records,
+ * offset deltas other than 0..n-1, a producer id without a sequence),
  * -EBADMSG (a CRC or record structure that does not check), -EFBIG (larger than
  * max.message.bytes), TFS_EUNSUPPORTED (magic 0/1, gzip, snappy, lz4). Otherwise
  * as tfs_plog_append. */
 int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,
-                          tfs_offset_t *first, size_t *count);
+                          tfs_offset_t *first, size_t *count, tfs_plog_records_fn committed,
+                          void *arg);
 /* Makes every record appended so far durable. */
 int tfs_plog_sync(struct tfs_plog *pl);
 /* Fsyncs if the oldest unsynced append is older than max_age_ms (flush.ms). */

@@ -100,11 +100,13 @@ struct tfs__preencoded {
 	size_t len;
 	const uint64_t *hashes;            /* by record: its key's hash (keyless: unused) */
 	const int64_t *timestamps;         /* by record; NULL: all have timestamp */
-	int64_t timestamp;
-	int16_t attributes;                /* an appender's unit is re-encoded by the */
-	int zstd_level;                    /* leader if the config changed since */
+	int64_t timestamp;                 /* the batch's max timestamp */
+	/* What an appender's unit was encoded under: the leader re-encodes it if the
+	 * config has changed since. */
+	int16_t attributes;
+	int zstd_level;
 	bool producer;                     /* a producer's batch: placed as it is */
-	bool has_producer_id;
+	bool has_producer_id;              /* marks its segment for the cleaner */
 };
 
 /* What the producer path needs of the topic config, read under q_lock. */

@@ -12,7 +12,13 @@
  *
  * A batch whose codec is not the topic's is re-encoded here with the topic's
  * codec (records, timestamps, headers and producer fields kept), as the broker
- * recompresses when codecs differ.
+ * recompresses when codecs differ. Otherwise the batch's max timestamp is made
+ * the records' own if the producer's says otherwise (Kafka's setMaxTimestamp):
+ * the time index, segment.ms and recovery all read it.
+ *
+ * Nothing here trusts the header's record count for memory: the record arrays
+ * grow with the records actually decoded, and the decoder bounds what a zstd
+ * body may inflate to.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,6 +46,10 @@ static int check_header(const struct tfs_batch_header *h, size_t len, const char
 	}
 	if (h->attributes & TFS_ATTR_DELETE_HORIZON) {
 		*why = "only the cleaner writes a delete horizon";
+		return -EINVAL;
+	}
+	if (h->attributes & TFS_ATTR_LOG_APPEND_TIME) {
+		*why = "log-append time is the broker's to set";
 		return -EINVAL;
 	}
 	if (codec != TFS_CODEC_NONE && codec != TFS_CODEC_ZSTD) {
@@ -80,24 +90,30 @@ static int record_headers(struct tfs__encoder *e, const struct tfs_record *r)
 }
 
 /* One pass over the records: each must sit at offset delta i. Collects keys,
- * hashes and timestamps into e; adds each record to rebuild when re-encoding. */
+ * hashes and timestamps into e and the newest timestamp into *max_ts; adds each
+ * record to rebuild when re-encoding. */
 static int decode_records(struct tfs__encoder *e, const uint8_t *batch, size_t len,
-                          size_t count, struct tfs_batch_builder *rebuild, const char **why)
+                          struct tfs_batch_builder *rebuild, int64_t *max_ts, const char **why)
 {
 	struct tfs_record r;
 	size_t i = 0;
 	int rc = tfs_record_iter_reset(&e->iter, batch, len, why);
 
+	*max_ts = INT64_MIN;
 	while (rc == 0 && (rc = tfs_record_iter_next(&e->iter, &r, why)) == 1) {
 		if (r.offset_delta != (int32_t)i) {
 			*why = "offset deltas do not run 0, 1, 2, ...";
 			return -EINVAL;
 		}
+		if (i == e->hashes_cap && tfs__encoder_reserve(e, i + 1) < 0)
+			return -ENOMEM;
 		e->recs[i] = (struct tfs_append_rec){
 			.key = r.key, .key_null = r.key_null,
 			.value = r.value, .value_null = r.value_null,
 		};
 		e->timestamps[i] = r.timestamp;
+		if (r.timestamp > *max_ts)
+			*max_ts = r.timestamp;
 		e->hashes[i] = r.key_null ? 0 : tfs_keydir_hash(r.key);
 		rc = 0;
 		if (rebuild) {
@@ -113,13 +129,8 @@ static int decode_records(struct tfs__encoder *e, const uint8_t *batch, size_t l
 		}
 		i++;
 	}
-	/* the iterator yields exactly records_count records or fails */
-	if (rc == TFS_ECORRUPT || (rc == 0 && i != count)) {
-		if (rc == 0)
-			*why = "fewer records than the record count";
-		return -EBADMSG;
-	}
-	return rc;
+	/* the iterator yields exactly the header's record count or fails */
+	return rc == TFS_ECORRUPT ? -EBADMSG : rc;
 }
 
 int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *e,
@@ -127,6 +138,7 @@ int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *
                        const char **why)
 {
 	struct tfs_batch_header h;
+	int64_t max_ts;
 	bool rebuild;
 	int rc;
 
@@ -154,9 +166,6 @@ int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *
 		return rc;
 
 	*count = (size_t)h.records_count;
-	rc = tfs__encoder_reserve(e, *count);
-	if (rc < 0)
-		return rc;
 	rebuild = tfs_batch_codec(&h) != (enum tfs_codec)cfg->compression;
 	if (rebuild) {
 		struct tfs_batch_params p = {
@@ -167,17 +176,15 @@ int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *
 			.base_sequence = h.base_sequence,
 			.zstd_level = cfg->zstd_level,
 		};
-		if (h.attributes & TFS_ATTR_LOG_APPEND_TIME)
-			p.attributes |= TFS_ATTR_LOG_APPEND_TIME;
 		tfs_batch_builder_reset(&e->builder, &p);
 	}
-	rc = decode_records(e, batch, len, *count, rebuild ? &e->builder : NULL, why);
+	rc = decode_records(e, batch, len, rebuild ? &e->builder : NULL, &max_ts, why);
 	if (rc < 0)
 		return rc;
 
 	*pre = (struct tfs__preencoded){
 		.enc = e, .batch = batch, .len = len,
-		.hashes = e->hashes, .timestamps = e->timestamps,
+		.hashes = e->hashes, .timestamps = e->timestamps, .timestamp = max_ts,
 		.producer = true, .has_producer_id = h.producer_id >= 0,
 	};
 	if (rebuild) {
@@ -190,9 +197,9 @@ int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *
 			return -EFBIG;
 		}
 		pre->batch = (uint8_t *)out;   /* the builder's, until its next reset */
+	} else if (h.max_timestamp != max_ts) {
+		tfs_batch_set_max_timestamp(batch, len, false, max_ts);
 	}
 	tfs_batch_set_leader_epoch(pre->batch, -1);
-	/* every record of a log-append-time batch reads the max timestamp */
-	pre->timestamp = h.max_timestamp;
 	return 0;
 }

@@ -80,7 +80,7 @@ struct tfs_segment {
 	/* Some batch carries a producer id (>= 0). Set by recovery's scan and by the
 	 * cleaner's output; an append path that writes producer ids must set it too:
 	 * the cleaner reads producer and transaction state only from such segments. */
-	bool has_producer_ids;
+	atomic_bool has_producer_ids;
 
 	/* Flushing ahead (tfs_segment_flush_ahead); the partition's writer only. */
 	pthread_t flush_thread;

@@ -569,7 +569,7 @@ static void a_producer_batch_appended_live_keeps_its_producer_state(void **state
 	f->now = FX_T0;
 	fx_raw_init(&r);
 	fx_raw_batch(&r, 0, 1, 0, 5, false, FX_T0, &k1, 1);
-	assert_int_equal(tfs_plog_append_batch(f->pl, r.buf, r.len, false, NULL, NULL), 0);
+	assert_int_equal(tfs_plog_append_batch(f->pl, r.buf, r.len, false, NULL, NULL, NULL, NULL), 0);
 	fx_raw_release(&r);
 	fx_put(f, "k", "2");
 	fx_put(f, "z", "z");

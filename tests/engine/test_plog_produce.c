@@ -192,7 +192,7 @@ static void append_as_is(struct fx *f, int codec)
 	batch = producer_batch(f, codec, -1, -1, &len);
 	orig = malloc(len);
 	memcpy(orig, batch, len);
-	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, &first, &count), 0);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, &first, &count, NULL, NULL), 0);
 	assert_int_equal(first, 2);
 	assert_int_equal(count, NREC);
 	assert_true(file_holds(f, orig, len));
@@ -225,7 +225,7 @@ static void reencode(struct fx *f, int topic_codec, int batch_codec)
 	f->cfg.compression = topic_codec;
 	open_pl(f);
 	batch = producer_batch(f, batch_codec, 42, 17, &len);
-	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, true, &first, NULL), 0);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, true, &first, NULL, NULL, NULL), 0);
 	assert_int_equal(first, 0);
 	assert_records(f, first, topic_codec, -1);
 	assert_keys(f, first, -1);
@@ -250,74 +250,6 @@ static void a_batch_in_another_codec_is_reencoded_with_the_topics(void **state)
 static void a_zstd_batch_for_an_uncompressed_topic_is_decompressed(void **state)
 {
 	reencode(*state, TFS_CODEC_NONE, TFS_CODEC_ZSTD);
-}
-
-static void log_append_time_stamps_the_batch(void **state)
-{
-	struct fx *f = *state;
-	size_t len;
-	tfs_offset_t first = -1;
-	uint8_t *batch;
-	int64_t before = tfs_now_ms(), after;
-
-	f->cfg.timestamp_type = TFS_TS_LOG_APPEND_TIME;
-	f->cfg.compression = TFS_CODEC_ZSTD;
-	open_pl(f);
-	batch = producer_batch(f, TFS_CODEC_ZSTD, -1, -1, &len);
-	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, &first, NULL), 0);
-	after = tfs_now_ms();
-	{
-		struct tfs_record_copy rc;
-		assert_int_equal(tfs_plog_read_offset(f->pl, first, &rc), 0);
-		assert_true(rc.batch.attributes & TFS_ATTR_LOG_APPEND_TIME);
-		assert_true(rc.timestamp >= before && rc.timestamp <= after);
-		before = rc.timestamp;
-		tfs_record_copy_release(&rc);
-	}
-	assert_records(f, first, TFS_CODEC_ZSTD, before);
-	assert_keys(f, first, before);
-	assert_int_equal(tfs_batch_verify(batch, len, NULL), 0);  /* CRC recomputed */
-	open_pl(f);                                                /* and recovery agrees */
-	assert_records(f, first, TFS_CODEC_ZSTD, before);
-	free(batch);
-}
-
-/* segment.ms counts on the records' own clock, as Kafka's shouldRoll does: the
- * incoming batch's max timestamp against the segment's first batch's. Producer
- * timestamps years old roll nothing; one segment.ms newer than the first rolls. */
-static void segment_ms_counts_on_the_records_clock(void **state)
-{
-	struct fx *f = *state;
-	struct tfs_plog_stats st;
-	size_t len;
-	uint8_t *b;
-
-	open_pl(f);
-	for (int i = 0; i < 3; i++) {
-		b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
-		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL), 0);
-		free(b);
-	}
-	tfs_plog_stats(f->pl, &st);
-	assert_int_equal(st.segments, 1);
-	{
-		struct tfs_batch_params p = { .leader_epoch = -1, .producer_id = -1,
-		                              .producer_epoch = -1, .base_sequence = -1 };
-		struct tfs_record_in in = { .key = tfs_slice_make("late", 4),
-		                            .value = tfs_slice_make("v", 1),
-		                            .timestamp = TS0 + f->cfg.segment_ms + 100 };
-		const uint8_t *out;
-		tfs_batch_builder_reset(&f->b, &p);
-		assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
-		assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
-		b = malloc(len);
-		memcpy(b, out, len);
-		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL), 0);
-		free(b);
-	}
-	tfs_plog_stats(f->pl, &st);
-	assert_int_equal(st.segments, 2);
-	assert_int_equal(st.log_end_offset, 3 * NREC + 1);
 }
 
 /* Sets the CRC of a whole batch after a test changed what it covers. */
@@ -345,12 +277,159 @@ static void assert_refused(struct fx *f, uint8_t *batch, size_t len, int want)
 
 	free(file);
 	tfs_plog_stats(f->pl, &before);
-	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, true, NULL, NULL), want);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, true, NULL, NULL, NULL, NULL), want);
 	tfs_plog_stats(f->pl, &after);
 	assert_int_equal(after.log_end_offset, before.log_end_offset);
 	assert_int_equal(after.live_keys, before.live_keys);
 	assert_int_equal(segment_bytes(f, &file), size_before);
 	free(file);
+}
+
+/* Under LogAppendTime the leader stamps the batch as it places it: the caller's
+ * batch, or (batch_codec not the topic's) the re-encoded one. */
+static void log_append_time(struct fx *f, int batch_codec)
+{
+	size_t len;
+	tfs_offset_t first = -1;
+	uint8_t *batch;
+	int64_t before = tfs_now_ms(), after;
+
+	f->cfg.timestamp_type = TFS_TS_LOG_APPEND_TIME;
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	open_pl(f);
+	batch = producer_batch(f, batch_codec, -1, -1, &len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, &first, NULL, NULL, NULL), 0);
+	after = tfs_now_ms();
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_offset(f->pl, first, &rc), 0);
+		assert_true(rc.batch.attributes & TFS_ATTR_LOG_APPEND_TIME);
+		assert_true(rc.timestamp >= before && rc.timestamp <= after);
+		before = rc.timestamp;
+		tfs_record_copy_release(&rc);
+	}
+	assert_records(f, first, TFS_CODEC_ZSTD, before);
+	assert_keys(f, first, before);
+	if (batch_codec == TFS_CODEC_ZSTD)
+		assert_int_equal(tfs_batch_verify(batch, len, NULL), 0);  /* CRC recomputed */
+	open_pl(f);                                                    /* recovery agrees */
+	assert_records(f, first, TFS_CODEC_ZSTD, before);
+	free(batch);
+}
+
+static void log_append_time_stamps_the_batch(void **state)
+{
+	log_append_time(*state, TFS_CODEC_ZSTD);
+}
+
+static void log_append_time_stamps_a_reencoded_batch(void **state)
+{
+	log_append_time(*state, TFS_CODEC_NONE);
+}
+
+/* A producer's max timestamp that is not its records' newest is corrected (and
+ * the CRC with it), as Kafka's validator does: the time index, segment.ms and
+ * recovery read it. */
+static void the_max_timestamp_is_the_records_own(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_record_copy rc;
+	size_t len;
+	uint8_t *b;
+
+	open_pl(f);
+	b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
+	for (int i = 35; i < 43; i++)          /* max timestamp: far in the future */
+		b[i] = 0x0f;
+	fix_crc(b, len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(tfs_plog_read_offset(f->pl, 0, &rc), 0);
+	assert_int_equal(rc.batch.max_timestamp, TS0 + 10 * (NREC - 1));
+	tfs_record_copy_release(&rc);
+	assert_int_equal(tfs_batch_verify(b, len, NULL), 0);
+	open_pl(f);
+	assert_records(f, 0, TFS_CODEC_NONE, -1);
+	free(b);
+}
+
+/* A zstd batch that fits max.message.bytes but not once decompressed for an
+ * uncompressed topic is refused, and the committed-records callback tells a
+ * caller what an accepted batch held. */
+static void count_records(void *arg, const struct tfs_append_rec *recs, size_t count)
+{
+	size_t *keyed = arg;
+	for (size_t i = 0; i < count; i++)
+		*keyed += !recs[i].key_null;
+}
+
+static void a_reencoded_batch_over_max_message_bytes_is_efbig(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_batch_params p = { .attributes = TFS_CODEC_ZSTD, .leader_epoch = -1,
+	                              .producer_id = -1, .producer_epoch = -1,
+	                              .base_sequence = -1 };
+	static char value[4000];
+	struct tfs_record_in in = { .key = tfs_slice_make("k", 1),
+	                            .value = tfs_slice_make(value, sizeof(value)),
+	                            .timestamp = TS0 };
+	const uint8_t *out;
+	size_t len, keyed = 0;
+	uint8_t *b;
+
+	memset(value, 'a', sizeof(value));
+	tfs_batch_builder_reset(&f->b, &p);
+	assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
+	assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
+	assert_true(len < 500);
+	b = malloc(len);
+	memcpy(b, out, len);
+	f->cfg.max_message_bytes = 1000;
+	open_pl(f);
+	assert_refused(f, b, len, -EFBIG);
+	f->cfg.max_message_bytes = 10000;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL, count_records,
+	                                       &keyed), 0);
+	assert_int_equal(keyed, 1);
+	free(b);
+}
+
+/* segment.ms counts on the records' own clock, as Kafka's shouldRoll does: the
+ * incoming batch's max timestamp against the segment's first batch's. Producer
+ * timestamps years old roll nothing; one segment.ms newer than the first rolls. */
+static void segment_ms_counts_on_the_records_clock(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_stats st;
+	size_t len;
+	uint8_t *b;
+
+	open_pl(f);
+	for (int i = 0; i < 3; i++) {
+		b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
+		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL, NULL, NULL), 0);
+		free(b);
+	}
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.segments, 1);
+	{
+		struct tfs_batch_params p = { .leader_epoch = -1, .producer_id = -1,
+		                              .producer_epoch = -1, .base_sequence = -1 };
+		struct tfs_record_in in = { .key = tfs_slice_make("late", 4),
+		                            .value = tfs_slice_make("v", 1),
+		                            .timestamp = TS0 + f->cfg.segment_ms + 100 };
+		const uint8_t *out;
+		tfs_batch_builder_reset(&f->b, &p);
+		assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
+		assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
+		b = malloc(len);
+		memcpy(b, out, len);
+		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL, NULL, NULL), 0);
+		free(b);
+	}
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.log_end_offset, 3 * NREC + 1);
 }
 
 static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
@@ -374,8 +453,17 @@ static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
 	set_attributes(c, len, TFS_ATTR_DELETE_HORIZON);
 	assert_refused(f, c, len, -EINVAL);
 	memcpy(c, b, len);
+	set_attributes(c, len, TFS_ATTR_LOG_APPEND_TIME);
+	assert_refused(f, c, len, -EINVAL);
+	memcpy(c, b, len);
 	set_attributes(c, len, TFS_CODEC_GZIP);
 	assert_refused(f, c, len, TFS_EUNSUPPORTED);
+	/* a record count of 2^31 - 1 in a batch of five: no memory is sized by it */
+	memcpy(c, b, len);
+	memcpy(c + 23, "\x7f\xff\xff\xfe", 4);        /* last offset delta */
+	memcpy(c + 57, "\x7f\xff\xff\xff", 4);        /* records count */
+	fix_crc(c, len);
+	assert_refused(f, c, len, -EBADMSG);
 	memcpy(c, b, len);
 	c[16] = 1;                                      /* magic 1 */
 	assert_refused(f, c, len, TFS_EUNSUPPORTED);
@@ -427,41 +515,53 @@ static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
 	assert_refused(f, b, len, -EFBIG);
 	f->cfg.max_message_bytes = (int32_t)len;
 	tfs_plog_set_config(f->pl, &f->cfg);
-	assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL), 0);
+	assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL, NULL, NULL), 0);
 	free(b);
 	free(c);
 }
 
 /* Every single-byte change of a valid batch is refused and changes nothing -
  * except in the base offset and leader epoch, which the CRC does not cover and
- * the broker overwrites - and none crashes (this suite runs under ASan+UBSan). */
+ * the broker overwrites - and none crashes (this suite runs under ASan+UBSan).
+ * Then the same changes with the CRC made to match, so that they reach the
+ * record decoder: each is refused (and changes nothing) or appended whole. */
 static void every_corruption_covered_by_the_crc_is_refused(void **state)
 {
 	struct fx *f = *state;
 
 	for (int codec = TFS_CODEC_NONE; codec <= TFS_CODEC_ZSTD; codec += TFS_CODEC_ZSTD) {
-		size_t len;
+		size_t len, decoder_refused = 0;
 		uint8_t *b, *c;
 		f->cfg.compression = codec;
 		open_pl(f);
 		b = producer_batch(f, codec, -1, -1, &len);
 		c = malloc(len);
-		for (size_t i = 0; i < len; i++) {
-			if (i < 8 || (i >= 12 && i < 16))
-				continue;
-			for (int bit = 0; bit < 8; bit += 3) {
-				memcpy(c, b, len);
-				c[i] ^= (uint8_t)(1u << bit);
-				int rc = tfs_plog_append_batch(f->pl, c, len, false, NULL, NULL);
-				if (rc == 0)
-					fail_msg("byte %zu bit %d of a codec %d batch was accepted", i, bit, codec);
+		for (int crc_fixed = 0; crc_fixed < 2; crc_fixed++) {
+			for (size_t i = 0; i < len; i++) {
+				if (i < 8 || (i >= 12 && i < 21))
+					continue;   /* not covered (and, with crc_fixed, the CRC) */
+				for (int bit = 0; bit < 8; bit += 3) {
+					struct tfs_plog_stats before, after;
+					size_t count = 0;
+					int rc;
+					memcpy(c, b, len);
+					c[i] ^= (uint8_t)(1u << bit);
+					if (crc_fixed)
+						fix_crc(c, len);
+					tfs_plog_stats(f->pl, &before);
+					rc = tfs_plog_append_batch(f->pl, c, len, false, NULL, &count, NULL, NULL);
+					tfs_plog_stats(f->pl, &after);
+					if (!crc_fixed && rc == 0)
+						fail_msg("byte %zu bit %d of a codec %d batch was accepted", i, bit,
+						         codec);
+					if (rc == -EBADMSG && crc_fixed)
+						decoder_refused++;
+					assert_int_equal(after.log_end_offset,
+					                 before.log_end_offset + (rc == 0 ? (int64_t)count : 0));
+				}
 			}
 		}
-		{
-			struct tfs_plog_stats st;
-			tfs_plog_stats(f->pl, &st);
-			assert_int_equal(st.log_end_offset, 0);
-		}
+		assert_true(decoder_refused > 10);
 		free(c);
 		free(b);
 	}
@@ -511,7 +611,7 @@ static void *producer_main(void *p)
 			tfs_batch_builder_finish(&b, -1, &out, &len);
 			copy = malloc(len);
 			memcpy(copy, out, len);
-			rc = tfs_plog_append_batch(w->f->pl, copy, len, n % 50 == 0, &w->first[n], NULL);
+			rc = tfs_plog_append_batch(w->f->pl, copy, len, n % 50 == 0, &w->first[n], NULL, NULL, NULL);
 			free(copy);
 		}
 		if (rc != 0)
@@ -572,6 +672,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_batch_in_another_codec_is_reencoded_with_the_topics, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_zstd_batch_for_an_uncompressed_topic_is_decompressed, setup, teardown),
 		cmocka_unit_test_setup_teardown(log_append_time_stamps_the_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(log_append_time_stamps_a_reencoded_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_max_timestamp_is_the_records_own, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_reencoded_batch_over_max_message_bytes_is_efbig, setup, teardown),
 		cmocka_unit_test_setup_teardown(segment_ms_counts_on_the_records_clock, setup, teardown),
 		cmocka_unit_test_setup_teardown(what_a_broker_refuses_is_refused_and_changes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_corruption_covered_by_the_crc_is_refused, setup, teardown),
