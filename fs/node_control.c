@@ -347,8 +347,6 @@ static void bulk_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, c
 		fuse_reply_write(req, size);
 }
 
-/* ---- .append and .put ---- */
-
 /* The final line without a newline. Handle lock held. */
 static int append_partial(struct tfs_mount *m, struct bulk_fh *b)
 {
@@ -401,47 +399,42 @@ static void bulk_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, i
 
 /* ---- .batches ---- */
 
-/* A batch is judged once its first 17 bytes are in: base offset, length, leader
- * epoch and magic (at byte 16 in Kafka's every message format). */
-#define BATCH_PREFIX_BYTES 17
-#define BATCH_MAGIC_AT 16
-
 struct batches_fh {
 	struct tfs_fh base;
 	pthread_mutex_t lock;           /* a FLUSH may run beside a write */
 	uint8_t *buf;                   /* bytes not yet a whole batch, then the batch */
 	size_t len, cap;
 	int failed;                     /* a refused batch ends the stream: sticky */
-	int32_t max_message_bytes;
-	struct tfs_record_iter iter;    /* to find the keys of an appended batch */
+	struct tfs_mount *m;            /* for the committed-records callback */
 	struct tfs_slice *keyv;
 	size_t kvcap;
 	uint64_t *nodeids;
 	size_t ncap;
 };
 
-/* The kernel's cached attributes of the batch's keys are stale now. */
-static void invalidate_batch_keys(struct tfs_mount *m, struct batches_fh *b, const uint8_t *batch,
-                                  size_t size, size_t count)
+/* tfs_plog_append_batch's callback: the kernel's cached attributes of the keys
+ * the batch just wrote are stale. */
+static void batch_committed(void *arg, const struct tfs_append_rec *recs, size_t count)
 {
-	struct tfs_record r;
+	struct batches_fh *b = arg;
 	size_t nkeys = 0;
 
+	atomic_fetch_add_explicit(&b->m->stats.bulk_records, count, memory_order_relaxed);
 	if (grow((void **)&b->keyv, &b->kvcap, count, sizeof(*b->keyv)) < 0) {
 		tfs_log_error("fs", ".batches: cannot check cached keys: out of memory");
 		return;
 	}
-	if (tfs_record_iter_reset(&b->iter, batch, size, NULL) < 0)
-		return;                 /* the engine has just decoded it whole */
-	while (nkeys < count && tfs_record_iter_next(&b->iter, &r, NULL) == 1)
-		if (!r.key_null)
-			b->keyv[nkeys++] = r.key;
-	invalidate_keys(m, b->base.node, b->keyv, nkeys, &b->nodeids, &b->ncap);
+	for (size_t i = 0; i < count; i++)
+		if (!recs[i].key_null)
+			b->keyv[nkeys++] = recs[i].key;
+	invalidate_keys(b->m, b->base.node, b->keyv, nkeys, &b->nodeids, &b->ncap);
 }
 
 /* Appends every whole batch at the start of b->buf and keeps the rest. Returns 0
- * or the refusal of a batch (those before it stay appended). Handle lock held. */
-static int append_batches(struct tfs_mount *m, struct batches_fh *b)
+ * or the refusal of a batch (those before it stay appended). The header is
+ * judged as soon as it can be, so that no claimed length makes the handle
+ * buffer more than max.message.bytes. Handle lock held. */
+static int append_batches(struct batches_fh *b, int32_t max_message_bytes)
 {
 	struct tfs_node *n = b->base.node;
 	struct tfs_plog *pl = tfs_mount_plog(n);
@@ -450,42 +443,38 @@ static int append_batches(struct tfs_mount *m, struct batches_fh *b)
 
 	if (!pl)
 		return -ENOENT;
-	while (b->len - pos >= BATCH_PREFIX_BYTES) {
-		const uint8_t *p = b->buf + pos;
-		int32_t length = (int32_t)((uint32_t)p[8] << 24 | (uint32_t)p[9] << 16 |
-		                           (uint32_t)p[10] << 8 | p[11]);
-		size_t size = (size_t)length + TFS_BATCH_LOG_OVERHEAD, count = 0;
+	while (pos < b->len) {
+		struct tfs_batch_header h;
+		const char *why = NULL;
+		size_t size;
 
-		if (p[BATCH_MAGIC_AT] < TFS_BATCH_MAGIC) {
-			tfs_log_warn("fs", "%s/%d/.batches: a message set of magic %d; only record "
-			             "batches (magic 2) are taken", tfs_topic_name(n->topic),
-			             (int)n->partition, p[BATCH_MAGIC_AT]);
-			rc = TFS_EUNSUPPORTED;
+		rc = tfs_batch_header_decode(b->buf + pos, b->len - pos, &h, &why);
+		if (rc == -EAGAIN) {
+			rc = 0;                 /* the rest of the header is still to come */
 			break;
 		}
-		if (p[BATCH_MAGIC_AT] != TFS_BATCH_MAGIC ||
-		    length < TFS_BATCH_HEADER_BYTES - TFS_BATCH_LOG_OVERHEAD) {
-			tfs_log_warn("fs", "%s/%d/.batches: not a record batch (magic %d, length %" PRId32
-			             ")", tfs_topic_name(n->topic), (int)n->partition, p[BATCH_MAGIC_AT],
-			             length);
-			rc = -EINVAL;
+		if (rc < 0) {
+			tfs_log_warn("fs", "%s/%d/.batches: not a record batch: %s",
+			             tfs_topic_name(n->topic), (int)n->partition,
+			             rc == TFS_EUNSUPPORTED ? "a message set of magic 0 or 1" : why);
+			if (rc != TFS_EUNSUPPORTED)
+				rc = -EINVAL;
 			break;
 		}
-		if (size > (size_t)b->max_message_bytes) {
+		size = tfs_batch_size(&h);
+		if (size > (size_t)max_message_bytes) {
 			tfs_log_warn("fs", "%s/%d/.batches: a batch of %zu bytes is over max.message.bytes "
 			             "(%" PRId32 ")", tfs_topic_name(n->topic), (int)n->partition, size,
-			             b->max_message_bytes);
+			             max_message_bytes);
 			rc = -EFBIG;
 			break;
 		}
 		if (b->len - pos < size)
 			break;
 		/* refusals are logged by the engine with their reason */
-		rc = tfs_plog_append_batch(pl, b->buf + pos, size, false, NULL, &count);
+		rc = tfs_plog_append_batch(pl, b->buf + pos, size, false, NULL, NULL, batch_committed, b);
 		if (rc < 0)
 			break;
-		atomic_fetch_add_explicit(&m->stats.bulk_records, count, memory_order_relaxed);
-		invalidate_batch_keys(m, b, b->buf + pos, size, count);
 		pos += size;
 	}
 	memmove(b->buf, b->buf + pos, b->len - pos);
@@ -499,7 +488,6 @@ static void batches_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 
 	tfs_fh_unregister(m, fh);
 	pthread_mutex_destroy(&b->lock);
-	tfs_record_iter_release(&b->iter);
 	free(b->buf);
 	free(b->keyv);
 	free(b->nodeids);
@@ -515,8 +503,7 @@ static void batches_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n
 	if (!b)
 		return;
 	pthread_mutex_init(&b->lock, NULL);
-	tfs_record_iter_init(&b->iter);
-	b->max_message_bytes = cfg.max_message_bytes;
+	b->m = m;
 	control_fh_reply(req, m, n, &b->base, fi, batches_fh_free);
 }
 
@@ -524,9 +511,11 @@ static void batches_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh
                           size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct batches_fh *b = (struct batches_fh *)fh;
+	struct tfs_topic_config cfg;
 	int rc;
 
 	atomic_fetch_add_explicit(&m->stats.bulk_writes, 1, memory_order_relaxed);
+	tfs_topic_get_config(fh->node->topic, &cfg);    /* max.message.bytes as it is now */
 	pthread_mutex_lock(&b->lock);
 	rc = b->failed;
 	if (rc == 0 && grow((void **)&b->buf, &b->cap, b->len + size, 1) < 0)
@@ -534,7 +523,7 @@ static void batches_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh
 	if (rc == 0) {
 		memcpy(b->buf + b->len, buf, size);
 		b->len += size;
-		rc = append_batches(m, b);
+		rc = append_batches(b, cfg.max_message_bytes);
 		if (rc < 0) {
 			/* past a refused batch the stream cannot be trusted to be in step */
 			b->failed = rc;
@@ -548,39 +537,35 @@ static void batches_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh
 		fuse_reply_write(req, size);
 }
 
-/* Bytes left at close are a batch cut short: refused, and said so. */
-static int batches_finish(struct batches_fh *b)
-{
-	struct tfs_node *n = b->base.node;
-	size_t left = b->len;
-
-	if (left == 0 || b->failed)
-		return 0;
-	b->len = 0;
-	tfs_log_warn("fs", "%s/%d/.batches: %zu bytes of a batch cut short at close, not appended",
-	             tfs_topic_name(n->topic), (int)n->partition, left);
-	return -EINVAL;
-}
-
+/* FLUSH comes at every close, also of a descriptor another process still writes
+ * through (`(cat a; cat b) > .batches`): bytes of an unfinished batch fail that
+ * close with EINVAL, but stay for the writes still to come. */
 static void batches_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
                           struct fuse_file_info *fi)
 {
 	struct batches_fh *b = (struct batches_fh *)fh;
-	int rc;
+	size_t left;
 
 	pthread_mutex_lock(&b->lock);
-	rc = batches_finish(b);
+	left = b->failed ? 0 : b->len;
 	pthread_mutex_unlock(&b->lock);
-	tfs_reply_err(req, rc, ".batches");
+	if (left)
+		tfs_log_warn("fs", "%s/%d/.batches: closed with %zu bytes of a batch cut short",
+		             tfs_topic_name(fh->node->topic), (int)fh->node->partition, left);
+	tfs_reply_err(req, left ? -EINVAL : 0, ".batches");
 }
 
+/* The last close: an unfinished batch is dropped (its FLUSH said so). */
 static void batches_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
                             struct fuse_file_info *fi)
 {
 	struct batches_fh *b = (struct batches_fh *)fh;
 
 	pthread_mutex_lock(&b->lock);
-	batches_finish(b);
+	if (b->len && !b->failed)
+		tfs_log_warn("fs", "%s/%d/.batches: %zu bytes of a batch cut short, not appended",
+		             tfs_topic_name(fh->node->topic), (int)fh->node->partition, b->len);
+	b->len = 0;
 	pthread_mutex_unlock(&b->lock);
 	fuse_reply_err(req, 0);
 	tfs_fh_put(m, fh);

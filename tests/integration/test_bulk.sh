@@ -186,6 +186,26 @@ c_batches_from_a_producer() {
 		"$(t_sys writes "$p/.batches" "hex:$half" "hex:$(tail -c +31 "$d/a.bin" | od -An -tx1 | tr -d ' \n')")" \
 		"a batch in two writes"
 	assert_eq 9 "$(t_leo t/0)" "log end after the batch in two writes"
+	# ... or in pieces smaller than a header, and through a descriptor closed by
+	# one process while another still writes: that close says EINVAL, the batch
+	# still lands once whole.
+	"$T_PY" - "$p/.batches" "$d/a.bin" <<'PY' || fail "a batch in small pieces over two descriptors"
+import errno, os, sys
+data = open(sys.argv[2], "rb").read()
+fd = os.open(sys.argv[1], os.O_WRONLY)
+dup = os.dup(fd)
+for i in range(0, 40, 7):
+    os.write(dup, data[i:min(i + 7, 40)])
+try:
+    os.close(dup)
+    sys.exit("closing with part of a batch did not fail")
+except OSError as e:
+    if e.errno != errno.EINVAL:
+        raise
+os.write(fd, data[40:])
+os.close(fd)
+PY
+	assert_eq 12 "$(t_leo t/0)" "log end after the batch in pieces"
 	# A zstd topic keeps the zstd batch as it came and compresses the other.
 	mkdir "$MNT/z"
 	setfattr -n user.topicfs.compression.type -v zstd "$MNT/z"
@@ -197,7 +217,7 @@ c_batches_from_a_producer() {
 	assert_eq "k1 k3" "$(ls "$MNT/z/0" | xargs)" "listing of z"
 	t_remount
 	assert_cat "$p/k3" "$(printf 'three %.0s' $(seq 50))"
-	assert_eq 9 "$(t_leo t/0)" "log end after remount"
+	assert_eq 12 "$(t_leo t/0)" "log end after remount"
 	assert_eq t-1 "$(t_x "$MNT/z/0/k1" header.trace)" "z's k1 keeps its header after re-encoding"
 }
 
@@ -230,10 +250,23 @@ open(d + "/crc.bin", "wb").write(bad)
 v1 = bytearray(a); v1[16] = 1
 open(d + "/v1.bin", "wb").write(v1)
 open(d + "/big.bin", "wb").write(a[:8] + (600).to_bytes(4, "big") + a[12:])
+# gzip (codec 1), with a CRC that matches: refused for the codec, not the CRC
+import zlib
+def crc32c(data):
+    crc = 0xffffffff
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+gz = bytearray(a); gz[22] |= 1
+gz[17:21] = crc32c(bytes(gz[21:])).to_bytes(4, "big")
+open(d + "/gzip.bin", "wb").write(gz)
 PY
 	batches_write "open:OK write1:EBADMSG write2:EBADMSG close:OK" 0 \
 		"file:$d/crc.bin" "file:$d/a.bin"       # after a refusal the handle refuses all
 	batches_write "open:OK write1:ENOTSUP close:OK" 0 "file:$d/v1.bin"
+	batches_write "open:OK write1:ENOTSUP close:OK" 0 "file:$d/gzip.bin"
 	batches_write "open:OK write1:EINVAL close:OK" 0 "not a record batch, just text"
 	batches_write "open:OK write1:EFBIG close:OK" 0 "file:$d/big.bin"
 	batches_write "open:OK write1:OK close:EINVAL" 0 \

@@ -858,9 +858,9 @@ out:
 	return rc;
 }
 
-/* plog-read DIR JSONL: opens DIR (a partition directory holding a segment that
- * kafka-python built) with the engine, read-only, and checks every record through
- * a cursor and each key's newest value through the key directory. */
+/* plog-produce DIR LOGFILE [zstd]: appends LOGFILE's batches to a new partition
+ * DIR as a producer's (tfs_plog_append_batch); each batch's records must land
+ * right after the last one's. */
 static int cmd_plog_produce(const char *dir, const char *log_path, int zstd)
 {
 	struct tfs_topic_config cfg;
@@ -898,7 +898,8 @@ static int cmd_plog_produce(const char *dir, const char *log_path, int zstd)
 			complain("%s: batch at byte %zu: %s", log_path, pos, err ? why : "truncated");
 			goto out;
 		}
-		err = tfs_plog_append_batch(pl, seg + pos, tfs_batch_size(&h), false, &first, &count);
+		err = tfs_plog_append_batch(pl, seg + pos, tfs_batch_size(&h), false, &first, &count,
+		                            NULL, NULL);
 		if (err || first != next) {
 			complain("%s: batch %zu: %s, first offset %lld (expected %lld)", log_path, batches,
 			         tfs_strerror(err), (long long)first, (long long)next);
@@ -924,6 +925,9 @@ out:
 	return rc;
 }
 
+/* plog-read DIR JSONL: opens DIR (a partition directory holding a segment that
+ * kafka-python built) with the engine, read-only, and checks every record through
+ * a cursor and each key's newest value through the key directory. */
 static int cmd_plog_read(const char *dir, const char *jsonl_path)
 {
 	struct tfs_topic_config cfg;
