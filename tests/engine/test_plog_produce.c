@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/batch_codec.h"
 #include "engine/partition_log.h"
@@ -664,6 +666,135 @@ static void producers_and_appenders_at_once_keep_every_record(void **state)
 	assert_int_equal(st.live_keys, 3 * 17);
 }
 
+/* ---- crashes ---- */
+
+#define CRASH_UNITS 12
+#define CRASH_BATCH_RECS 3
+
+/* What one acknowledged unit of the crash workload reports to the parent. */
+struct acked {
+	int unit;
+	tfs_offset_t first;
+};
+
+/* Unit u of the crash workload: even units an ordinary append of k = "u", odd
+ * ones a producer's zstd batch of p = "u-0", "u-1", "u-2"; every one durable. */
+static int crash_unit(struct tfs_plog *pl, struct tfs_batch_builder *b, int u, tfs_offset_t *first)
+{
+	char v[32];
+
+	if (u % 2 == 0) {
+		struct tfs_append_rec r = { .key = tfs_slice_make("k", 1) };
+		snprintf(v, sizeof(v), "%d", u);
+		r.value = tfs_slice_make(v, strlen(v));
+		return tfs_plog_append(pl, &r, 1, true, first, NULL);
+	}
+	{
+		struct tfs_batch_params p = { .attributes = TFS_CODEC_ZSTD, .leader_epoch = -1,
+		                              .producer_id = -1, .producer_epoch = -1,
+		                              .base_sequence = -1 };
+		const uint8_t *out;
+		uint8_t copy[512];
+		size_t len;
+
+		tfs_batch_builder_reset(b, &p);
+		for (int j = 0; j < CRASH_BATCH_RECS; j++) {
+			struct tfs_record_in in = { .key = tfs_slice_make("p", 1), .timestamp = TS0 + u };
+			snprintf(v, sizeof(v), "%d-%d", u, j);
+			in.value = tfs_slice_make(v, strlen(v));
+			if (tfs_batch_builder_add(b, &in) != 0)
+				return -ENOMEM;
+		}
+		if (tfs_batch_builder_finish(b, -1, &out, &len) != 0 || len > sizeof(copy))
+			return -ENOMEM;
+		memcpy(copy, out, len);
+		return tfs_plog_append_batch(pl, copy, len, true, first, NULL, NULL, NULL);
+	}
+}
+
+/* Runs the workload in a child that the fault spec kills at its n-th mutating
+ * operation; the parent reopens and checks that every acknowledged unit is whole
+ * at the offset it was given, with no holes or duplicates. Returns true once n
+ * is past the workload (the child finished). */
+static bool crash_at(struct fx *f, int n)
+{
+	struct acked acked[CRASH_UNITS];
+	int pipefd[2], status, nacked = 0;
+	pid_t pid;
+
+	t_rmtree(f->path);
+	f->cfg.compression = TFS_CODEC_ZSTD;
+	f->cfg.segment_bytes = 300;           /* rolls among the units */
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	if (pid == 0) {
+		char spec[64];
+		close(pipefd[0]);
+		open_pl(f);
+		snprintf(spec, sizeof(spec), "all:%d:crash", n);
+		tfs_io_set_fault(f->io, spec);
+		for (int u = 0; u < CRASH_UNITS; u++) {
+			struct acked a = { .unit = u };
+			if (crash_unit(f->pl, &f->b, u, &a.first) != 0)
+				_exit(3);
+			if (write(pipefd[1], &a, sizeof(a)) != sizeof(a))
+				_exit(4);
+		}
+		tfs_plog_close(f->pl);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	while (nacked < CRASH_UNITS && read(pipefd[0], &acked[nacked], sizeof(acked[0])) ==
+	                               sizeof(acked[0]))
+		nacked++;
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
+	open_pl(f);
+	{
+		struct tfs_plog_cursor *c;
+		struct tfs_record r;
+		tfs_offset_t expect = 0;
+		int rc;
+		assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
+		while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
+			assert_int_equal(r.offset, expect++);       /* no duplicates, no holes */
+		assert_int_equal(rc, 0);
+		tfs_plog_cursor_close(c);
+	}
+	for (int i = 0; i < nacked; i++) {                  /* nothing acknowledged is lost */
+		int u = acked[i].unit, recs = u % 2 ? CRASH_BATCH_RECS : 1;
+		for (int j = 0; j < recs; j++) {
+			struct tfs_record_copy rc;
+			char v[32];
+			if (u % 2)
+				snprintf(v, sizeof(v), "%d-%d", u, j);
+			else
+				snprintf(v, sizeof(v), "%d", u);
+			assert_int_equal(tfs_plog_read_offset(f->pl, acked[i].first + j, &rc), 0);
+			assert_int_equal(rc.value_len, strlen(v));
+			assert_memory_equal(rc.value, v, rc.value_len);
+			tfs_record_copy_release(&rc);
+		}
+	}
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	return WEXITSTATUS(status) == 0;
+}
+
+static void a_crash_at_every_io_step_loses_no_acknowledged_batch(void **state)
+{
+	struct fx *f = *state;
+	int n;
+
+	for (n = 1; n < 1000; n++)
+		if (crash_at(f, n))
+			break;
+	assert_true(n > 20 && n < 1000);
+	print_message("crash points tried: %d\n", n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -679,6 +810,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(what_a_broker_refuses_is_refused_and_changes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_corruption_covered_by_the_crc_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(producers_and_appenders_at_once_keep_every_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_batch, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("plog_produce", tests, NULL, NULL);
 }
