@@ -406,6 +406,27 @@ int tfs_header_next(struct tfs_slice *cursor, struct tfs_header *h)
 	return 1;
 }
 
+int tfs_record_headers(const struct tfs_record *r, struct tfs_header **hdrs, size_t *cap)
+{
+	struct tfs_slice cur = r->headers_raw;
+	uint32_t n = 0;
+
+	if (r->header_count > *cap) {
+		size_t ncap = *cap ? *cap : 8;
+		struct tfs_header *p;
+		while (ncap < r->header_count)
+			ncap *= 2;
+		p = realloc(*hdrs, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		*hdrs = p;
+		*cap = ncap;
+	}
+	while (n < r->header_count && tfs_header_next(&cur, &(*hdrs)[n]) == 1)
+		n++;
+	return n == r->header_count ? 0 : TFS_ECORRUPT;
+}
+
 void tfs_record_iter_init(struct tfs_record_iter *it)
 {
 	memset(it, 0, sizeof(*it));

@@ -187,6 +187,11 @@ int tfs_record_iter_verify(struct tfs_record_iter *it, const uint8_t *buf, size_
  * *h filled, 0 at the end, TFS_ECORRUPT. */
 int tfs_header_next(struct tfs_slice *cursor, struct tfs_header *h);
 
+/* Decodes all of r's headers into (*hdrs)[0, r->header_count), growing the array
+ * (*cap entries; the caller frees it), for re-encoding the record with
+ * tfs_batch_builder. Returns 0, -ENOMEM or TFS_ECORRUPT. */
+int tfs_record_headers(const struct tfs_record *r, struct tfs_header **hdrs, size_t *cap);
+
 /* A record to encode. key_null / value_null select Kafka's null (-1 length). */
 struct tfs_record_in {
 	struct tfs_slice key;

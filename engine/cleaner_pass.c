@@ -69,7 +69,6 @@
 #include "io/log.h"
 
 #define PROD_INITIAL_CAP 16
-#define HDRS_INITIAL_CAP 8
 #define DECISIONS_INITIAL_CAP 64
 #define US_PER_MS 1000
 #define NS_PER_US 1000
@@ -1037,26 +1036,6 @@ static bool txn_can_discard(struct tfs__cleaner_ctx *x, const struct tfs_batch_h
 	}
 }
 
-static int decode_headers(struct tfs__cleaner_ctx *x, const struct tfs_record *r)
-{
-	struct tfs_slice cur = r->headers_raw;
-	uint32_t n = 0;
-
-	if (r->header_count > x->hcap) {
-		size_t ncap = x->hcap ? x->hcap : HDRS_INITIAL_CAP;
-		while (ncap < r->header_count)
-			ncap *= 2;
-		struct tfs_header *p = realloc(x->hdrs, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		x->hdrs = p;
-		x->hcap = ncap;
-	}
-	while (n < r->header_count && tfs_header_next(&cur, &x->hdrs[n]) == 1)
-		n++;
-	return n == r->header_count ? 0 : TFS_ECORRUPT;
-}
-
 struct group_ctx {
 	const struct tfs__pass_in *in;
 	tfs_offset_t latest;            /* the map's latest offset */
@@ -1262,7 +1241,7 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 			rc = 0;
 			if (!x->rv[i++].keep)
 				continue;
-			rc = decode_headers(x, &r);
+			rc = tfs_record_headers(&r, &x->hdrs, &x->hcap);
 			if (rc < 0)
 				break;
 			ri = (struct tfs_record_in){

@@ -71,24 +71,6 @@ static int check_header(const struct tfs_batch_header *h, size_t len, const char
 	return 0;
 }
 
-/* Decodes one record's headers into e->hdrs. */
-static int record_headers(struct tfs__encoder *e, const struct tfs_record *r)
-{
-	struct tfs_slice cur = r->headers_raw;
-	uint32_t n = 0;
-
-	if (r->header_count > e->hdrs_cap) {
-		struct tfs_header *p = realloc(e->hdrs, r->header_count * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		e->hdrs = p;
-		e->hdrs_cap = r->header_count;
-	}
-	while (n < r->header_count && tfs_header_next(&cur, &e->hdrs[n]) == 1)
-		n++;
-	return n == r->header_count ? 0 : TFS_ECORRUPT;
-}
-
 /* One pass over the records: each must sit at offset delta i. Collects keys,
  * hashes and timestamps into e and the newest timestamp into *max_ts; adds each
  * record to rebuild when re-encoding. */
@@ -122,7 +104,7 @@ static int decode_records(struct tfs__encoder *e, const uint8_t *batch, size_t l
 				.value = r.value, .value_null = r.value_null,
 				.timestamp = r.timestamp, .header_count = r.header_count,
 			};
-			rc = record_headers(e, &r);
+			rc = tfs_record_headers(&r, &e->hdrs, &e->hdrs_cap);
 			in.headers = e->hdrs;
 			if (rc == 0)
 				rc = tfs_batch_builder_add(rebuild, &in);
