@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/partition_log.h"
 #include "tests/t_util.h"
 
 char *t_mkdtemp(const char *tag)
@@ -95,4 +97,46 @@ long t_file_size(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+size_t t_crash_run(t_crash_child child, void *arg, int n, void *reports, size_t size, size_t max,
+                   bool *finished)
+{
+	int pipefd[2], status;
+	size_t got = 0;
+	pid_t pid;
+
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char spec[64];
+		close(pipefd[0]);
+		snprintf(spec, sizeof(spec), "all:%d:crash", n);
+		_exit(child(arg, spec, pipefd[1]) == 0 ? 0 : 3);
+	}
+	close(pipefd[1]);
+	while (got < max && read(pipefd[0], (char *)reports + got * size, size) == (ssize_t)size)
+		got++;
+	close(pipefd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
+	*finished = WEXITSTATUS(status) == 0;
+	return got;
+}
+
+int64_t t_plog_dense(struct tfs_plog *pl)
+{
+	struct tfs_plog_cursor *c;
+	struct tfs_record r;
+	int64_t expect = 0;
+	int rc;
+
+	assert_int_equal(tfs_plog_cursor_open(pl, 0, &c), 0);
+	while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
+		assert_int_equal(r.offset, expect++);
+	assert_int_equal(rc, 0);
+	tfs_plog_cursor_close(c);
+	return expect;
 }

@@ -3,6 +3,7 @@
 #ifndef TFS_T_UTIL_H
 #define TFS_T_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,5 +25,23 @@ long t_read_file(const char *path, uint8_t **out);
 int t_write_file(const char *path, const void *data, size_t len);
 /* Size of a file, or -1. */
 long t_file_size(const char *path);
+
+/* Crash sweeps. The child of t_crash_run: runs the workload in a forked process,
+ * arming fault_spec (tfs_io_set_fault) where the workload starts, and writes one
+ * report to fd after each step it had acknowledged. Returns 0 once it ran to the
+ * end; anything else fails the test. */
+typedef int (*t_crash_child)(void *arg, const char *fault_spec, int fd);
+/* Forks child with the fault spec "all:N:crash" (the n-th mutating operation
+ * kills it), reads at most max reports of size bytes into reports, waits, and
+ * fails the test unless the child ran to its end or was killed by the fault
+ * (TFS_IO_CRASH_STATUS). Returns how many reports came; *finished says whether
+ * the child ran to its end, i.e. n is past the workload. */
+size_t t_crash_run(t_crash_child child, void *arg, int n, void *reports, size_t size, size_t max,
+                   bool *finished);
+
+struct tfs_plog;
+/* Reads pl from offset 0 and fails the test unless its records' offsets are 0,
+ * 1, 2, ... (no holes, no duplicates); returns how many there are. */
+int64_t t_plog_dense(struct tfs_plog *pl);
 
 #endif

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/partition_log.h"
@@ -200,19 +199,7 @@ static void everything_survives_a_reopen(void **state)
 		snprintf(v, sizeof(v), "value-%d", i);
 		assert_value(f->pl, k, (i % 7 == 0) ? NULL : v);
 	}
-	/* every offset is still there, in order */
-	{
-		struct tfs_plog_cursor *c;
-		struct tfs_record r;
-		tfs_offset_t expect = 0;
-		int rc;
-		assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
-		while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
-			assert_int_equal(r.offset, expect++);
-		assert_int_equal(rc, 0);
-		assert_int_equal(expect, 2000);
-		tfs_plog_cursor_close(c);
-	}
+	assert_int_equal(t_plog_dense(f->pl), 2000);   /* every offset still there, in order */
 	assert_int_equal(put(f->pl, "after", "reopen"), 2000);
 }
 
@@ -820,74 +807,54 @@ static void a_failed_background_flush_fails_later_syncs(void **state)
 
 /* ---- crashes ---- */
 
-/* Appends in a child that the fault spec kills at its n-th mutating operation;
- * the parent reopens and checks that every acknowledged record is there. Returns
- * true once n is past the workload (the child finished). */
+/* The crash sweep's workload: twelve durable appends of k = "v<i>" over small
+ * segments, reporting i once acknowledged. */
+static int crash_workload(void *arg, const char *fault_spec, int fd)
+{
+	struct fx *f = arg;
+	struct tfs_plog *pl = open_pl(f);
+
+	tfs_io_set_fault(f->io, fault_spec);
+	for (int i = 0; i < 12; i++) {
+		char v[32];
+		struct tfs_append_rec r = { 0 };
+		snprintf(v, sizeof(v), "v%d", i);
+		r.key = tfs_slice_make("k", 1);
+		r.value = tfs_slice_make(v, strlen(v));
+		if (tfs_plog_append(pl, &r, 1, true, NULL, NULL) != 0)
+			return 3;
+		if (write(fd, &i, sizeof(i)) != sizeof(i))
+			return 4;
+	}
+	tfs_plog_close(pl);
+	return 0;
+}
+
+/* Runs the workload killed at its n-th mutating operation; reopens and checks
+ * that every acknowledged record is there. Returns true once n is past the
+ * workload (the child finished). */
 static bool crash_at(struct fx *f, int n)
 {
-	int pipefd[2], status;
-	pid_t pid;
-	int acked = -1;
+	int acked[12];
+	size_t nacked;
+	bool finished;
 
 	t_rmtree(f->path);
-	assert_int_equal(pipe(pipefd), 0);
-	pid = fork();
-	if (pid == 0) {
-		char spec[64];
-		struct tfs_plog *pl;
-		close(pipefd[0]);
-		f->cfg.segment_bytes = 400;
-		pl = open_pl(f);
-		snprintf(spec, sizeof(spec), "all:%d:crash", n);
-		tfs_io_set_fault(f->io, spec);
-		for (int i = 0; i < 12; i++) {
-			char v[32];
-			struct tfs_append_rec r = { 0 };
-			snprintf(v, sizeof(v), "v%d", i);
-			r.key = tfs_slice_make("k", 1);
-			r.value = tfs_slice_make(v, strlen(v));
-			if (tfs_plog_append(pl, &r, 1, true, NULL, NULL) != 0)
-				_exit(3);
-			if (write(pipefd[1], &i, sizeof(i)) != sizeof(i))
-				_exit(4);
-		}
-		tfs_plog_close(pl);
-		_exit(0);
-	}
-	close(pipefd[1]);
-	{
-		int i;
-		while (read(pipefd[0], &i, sizeof(i)) == sizeof(i))
-			acked = i;
-	}
-	close(pipefd[0]);
-	waitpid(pid, &status, 0);
-	assert_true(WIFEXITED(status));
-	assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
 	f->cfg.segment_bytes = 400;
+	nacked = t_crash_run(crash_workload, f, n, acked, sizeof(acked[0]), 12, &finished);
 	f->pl = open_pl(f);
 	{
-		struct tfs_plog_stats st;
-		struct tfs_plog_cursor *c;
-		struct tfs_record r;
-		tfs_offset_t expect = 0;
-		int rc;
-		tfs_plog_stats(f->pl, &st);
-		assert_true(st.log_end_offset >= acked + 1);   /* nothing acknowledged is lost */
-		assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
-		while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
-			assert_int_equal(r.offset, expect++);       /* no duplicates, no holes */
-		assert_int_equal(rc, 0);
-		tfs_plog_cursor_close(c);
-		if (acked >= 0) {
+		int64_t end = t_plog_dense(f->pl);               /* no duplicates, no holes */
+		if (nacked > 0) {
 			char v[32];
-			snprintf(v, sizeof(v), "v%" PRId64, st.log_end_offset - 1);
+			assert_true(end >= acked[nacked - 1] + 1);   /* nothing acknowledged is lost */
+			snprintf(v, sizeof(v), "v%" PRId64, end - 1);
 			assert_value(f->pl, "k", v);
 		}
 	}
 	tfs_plog_close(f->pl);
 	f->pl = NULL;
-	return WEXITSTATUS(status) == 0;
+	return finished;
 }
 
 static void a_crash_at_every_io_step_loses_no_acknowledged_record(void **state)

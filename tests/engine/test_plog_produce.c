@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/batch_codec.h"
@@ -712,58 +711,42 @@ static int crash_unit(struct tfs_plog *pl, struct tfs_batch_builder *b, int u, t
 	}
 }
 
-/* Runs the workload in a child that the fault spec kills at its n-th mutating
- * operation; the parent reopens and checks that every acknowledged unit is whole
- * at the offset it was given, with no holes or duplicates. Returns true once n
- * is past the workload (the child finished). */
+/* The crash sweep's workload: CRASH_UNITS crash_units over small segments (rolls
+ * among them), each reported with its first offset once acknowledged. */
+static int crash_workload(void *arg, const char *fault_spec, int fd)
+{
+	struct fx *f = arg;
+
+	open_pl(f);
+	tfs_io_set_fault(f->io, fault_spec);
+	for (int u = 0; u < CRASH_UNITS; u++) {
+		struct acked a = { .unit = u };
+		if (crash_unit(f->pl, &f->b, u, &a.first) != 0)
+			return 3;
+		if (write(fd, &a, sizeof(a)) != sizeof(a))
+			return 4;
+	}
+	tfs_plog_close(f->pl);
+	return 0;
+}
+
+/* Runs the workload killed at its n-th mutating operation; reopens and checks
+ * that every acknowledged unit is whole at the offset it was given, with no
+ * holes or duplicates. Returns true once n is past the workload (the child
+ * finished). */
 static bool crash_at(struct fx *f, int n)
 {
 	struct acked acked[CRASH_UNITS];
-	int pipefd[2], status, nacked = 0;
-	pid_t pid;
+	size_t nacked;
+	bool finished;
 
 	t_rmtree(f->path);
 	f->cfg.compression = TFS_CODEC_ZSTD;
-	f->cfg.segment_bytes = 300;           /* rolls among the units */
-	assert_int_equal(pipe(pipefd), 0);
-	pid = fork();
-	if (pid == 0) {
-		char spec[64];
-		close(pipefd[0]);
-		open_pl(f);
-		snprintf(spec, sizeof(spec), "all:%d:crash", n);
-		tfs_io_set_fault(f->io, spec);
-		for (int u = 0; u < CRASH_UNITS; u++) {
-			struct acked a = { .unit = u };
-			if (crash_unit(f->pl, &f->b, u, &a.first) != 0)
-				_exit(3);
-			if (write(pipefd[1], &a, sizeof(a)) != sizeof(a))
-				_exit(4);
-		}
-		tfs_plog_close(f->pl);
-		_exit(0);
-	}
-	close(pipefd[1]);
-	while (nacked < CRASH_UNITS && read(pipefd[0], &acked[nacked], sizeof(acked[0])) ==
-	                               sizeof(acked[0]))
-		nacked++;
-	close(pipefd[0]);
-	waitpid(pid, &status, 0);
-	assert_true(WIFEXITED(status));
-	assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
+	f->cfg.segment_bytes = 300;
+	nacked = t_crash_run(crash_workload, f, n, acked, sizeof(acked[0]), CRASH_UNITS, &finished);
 	open_pl(f);
-	{
-		struct tfs_plog_cursor *c;
-		struct tfs_record r;
-		tfs_offset_t expect = 0;
-		int rc;
-		assert_int_equal(tfs_plog_cursor_open(f->pl, 0, &c), 0);
-		while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1)
-			assert_int_equal(r.offset, expect++);       /* no duplicates, no holes */
-		assert_int_equal(rc, 0);
-		tfs_plog_cursor_close(c);
-	}
-	for (int i = 0; i < nacked; i++) {                  /* nothing acknowledged is lost */
+	t_plog_dense(f->pl);                                /* no duplicates, no holes */
+	for (size_t i = 0; i < nacked; i++) {               /* nothing acknowledged is lost */
 		int u = acked[i].unit, recs = u % 2 ? CRASH_BATCH_RECS : 1;
 		for (int j = 0; j < recs; j++) {
 			struct tfs_record_copy rc;
@@ -780,7 +763,7 @@ static bool crash_at(struct fx *f, int n)
 	}
 	tfs_plog_close(f->pl);
 	f->pl = NULL;
-	return WEXITSTATUS(status) == 0;
+	return finished;
 }
 
 static void a_crash_at_every_io_step_loses_no_acknowledged_batch(void **state)
