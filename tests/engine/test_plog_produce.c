@@ -114,6 +114,32 @@ static uint8_t *producer_batch(struct fx *f, int codec, int64_t pid, int32_t seq
 	return copy;
 }
 
+/* A producer's batch of n records key = vals[i], all at ts, encoded with codec
+ * on b: a malloc'd copy of *len bytes, or NULL if it cannot be built. Used from
+ * threads and forked children too, so it asserts nothing. */
+static uint8_t *batch_of(struct tfs_batch_builder *b, int codec, const char *key,
+                         const char *const *vals, int n, int64_t ts, size_t *len)
+{
+	struct tfs_batch_params p = { .attributes = (int16_t)codec, .leader_epoch = -1,
+	                              .producer_id = -1, .producer_epoch = -1,
+	                              .base_sequence = -1 };
+	const uint8_t *out;
+	uint8_t *copy;
+
+	tfs_batch_builder_reset(b, &p);
+	for (int i = 0; i < n; i++) {
+		struct tfs_record_in in = { .key = tfs_slice_make(key, strlen(key)),
+		                            .value = tfs_slice_make(vals[i], strlen(vals[i])),
+		                            .timestamp = ts };
+		if (tfs_batch_builder_add(b, &in) != 0)
+			return NULL;
+	}
+	if (tfs_batch_builder_finish(b, -1, &out, len) != 0 || !(copy = malloc(*len)))
+		return NULL;
+	memcpy(copy, out, *len);
+	return copy;
+}
+
 /* The records at first.. read back as producer_batch wrote them, with timestamps
  * from ts (or TS0 + 10 i when ts < 0), in a batch of codec. */
 static void assert_records(struct fx *f, tfs_offset_t first, int codec, int64_t ts)
@@ -366,24 +392,15 @@ static void count_records(void *arg, const struct tfs_append_rec *recs, size_t c
 static void a_reencoded_batch_over_max_message_bytes_is_efbig(void **state)
 {
 	struct fx *f = *state;
-	struct tfs_batch_params p = { .attributes = TFS_CODEC_ZSTD, .leader_epoch = -1,
-	                              .producer_id = -1, .producer_epoch = -1,
-	                              .base_sequence = -1 };
-	static char value[4000];
-	struct tfs_record_in in = { .key = tfs_slice_make("k", 1),
-	                            .value = tfs_slice_make(value, sizeof(value)),
-	                            .timestamp = TS0 };
-	const uint8_t *out;
+	static char value[4001];
+	const char *vals[] = { value };
 	size_t len, keyed = 0;
 	uint8_t *b;
 
-	memset(value, 'a', sizeof(value));
-	tfs_batch_builder_reset(&f->b, &p);
-	assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
-	assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
+	memset(value, 'a', sizeof(value) - 1);
+	b = batch_of(&f->b, TFS_CODEC_ZSTD, "k", vals, 1, TS0, &len);
+	assert_non_null(b);
 	assert_true(len < 500);
-	b = malloc(len);
-	memcpy(b, out, len);
 	f->cfg.max_message_bytes = 1000;
 	open_pl(f);
 	assert_refused(f, b, len, -EFBIG);
@@ -414,17 +431,10 @@ static void segment_ms_counts_on_the_records_clock(void **state)
 	tfs_plog_stats(f->pl, &st);
 	assert_int_equal(st.segments, 1);
 	{
-		struct tfs_batch_params p = { .leader_epoch = -1, .producer_id = -1,
-		                              .producer_epoch = -1, .base_sequence = -1 };
-		struct tfs_record_in in = { .key = tfs_slice_make("late", 4),
-		                            .value = tfs_slice_make("v", 1),
-		                            .timestamp = TS0 + f->cfg.segment_ms + 100 };
-		const uint8_t *out;
-		tfs_batch_builder_reset(&f->b, &p);
-		assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
-		assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
-		b = malloc(len);
-		memcpy(b, out, len);
+		const char *vals[] = { "v" };
+		b = batch_of(&f->b, TFS_CODEC_NONE, "late", vals, 1, TS0 + f->cfg.segment_ms + 100,
+		             &len);
+		assert_non_null(b);
 		assert_int_equal(tfs_plog_append_batch(f->pl, b, len, false, NULL, NULL, NULL, NULL), 0);
 		free(b);
 	}
@@ -587,32 +597,20 @@ static void *producer_main(void *p)
 
 	tfs_batch_builder_init(&b);
 	for (int n = 0; n < THREAD_BATCHES; n++) {
-		struct tfs_batch_params params = { .attributes = TFS_CODEC_ZSTD, .leader_epoch = -1,
-		                                   .producer_id = -1, .producer_epoch = -1,
-		                                   .base_sequence = -1 };
-		struct tfs_record_in in = { 0 };
-		const uint8_t *out;
+		const char *vals[] = { value, value, value };
 		uint8_t *copy;
 		size_t len;
-		int rc;
+		int rc = -ENOMEM;
 
 		snprintf(key, sizeof(key), "w%d-%d", w->id, n % 17);
 		snprintf(value, sizeof(value), "%d:%d", w->id, n);
-		in.key = tfs_slice_make(key, strlen(key));
-		in.value = tfs_slice_make(value, strlen(value));
 		if (!w->batches) {
-			struct tfs_append_rec r = { .key = in.key, .value = in.value };
+			struct tfs_append_rec r = { .key = tfs_slice_make(key, strlen(key)),
+			                            .value = tfs_slice_make(value, strlen(value)) };
 			rc = tfs_plog_append(w->f->pl, &r, 1, n % 50 == 0, &w->first[n], NULL);
-		} else {
-			tfs_batch_builder_reset(&b, &params);
-			for (int i = 0; i < 3; i++) {
-				in.timestamp = TS0 + n;
-				tfs_batch_builder_add(&b, &in);
-			}
-			tfs_batch_builder_finish(&b, -1, &out, &len);
-			copy = malloc(len);
-			memcpy(copy, out, len);
-			rc = tfs_plog_append_batch(w->f->pl, copy, len, n % 50 == 0, &w->first[n], NULL, NULL, NULL);
+		} else if ((copy = batch_of(&b, TFS_CODEC_ZSTD, key, vals, 3, TS0 + n, &len))) {
+			rc = tfs_plog_append_batch(w->f->pl, copy, len, n % 50 == 0, &w->first[n], NULL,
+			                           NULL, NULL);
 			free(copy);
 		}
 		if (rc != 0)
@@ -680,35 +678,28 @@ struct acked {
  * ones a producer's zstd batch of p = "u-0", "u-1", "u-2"; every one durable. */
 static int crash_unit(struct tfs_plog *pl, struct tfs_batch_builder *b, int u, tfs_offset_t *first)
 {
-	char v[32];
+	char v[CRASH_BATCH_RECS][32];
+	const char *vals[CRASH_BATCH_RECS];
+	uint8_t *copy;
+	size_t len;
+	int rc;
 
 	if (u % 2 == 0) {
 		struct tfs_append_rec r = { .key = tfs_slice_make("k", 1) };
-		snprintf(v, sizeof(v), "%d", u);
-		r.value = tfs_slice_make(v, strlen(v));
+		snprintf(v[0], sizeof(v[0]), "%d", u);
+		r.value = tfs_slice_make(v[0], strlen(v[0]));
 		return tfs_plog_append(pl, &r, 1, true, first, NULL);
 	}
-	{
-		struct tfs_batch_params p = { .attributes = TFS_CODEC_ZSTD, .leader_epoch = -1,
-		                              .producer_id = -1, .producer_epoch = -1,
-		                              .base_sequence = -1 };
-		const uint8_t *out;
-		uint8_t copy[512];
-		size_t len;
-
-		tfs_batch_builder_reset(b, &p);
-		for (int j = 0; j < CRASH_BATCH_RECS; j++) {
-			struct tfs_record_in in = { .key = tfs_slice_make("p", 1), .timestamp = TS0 + u };
-			snprintf(v, sizeof(v), "%d-%d", u, j);
-			in.value = tfs_slice_make(v, strlen(v));
-			if (tfs_batch_builder_add(b, &in) != 0)
-				return -ENOMEM;
-		}
-		if (tfs_batch_builder_finish(b, -1, &out, &len) != 0 || len > sizeof(copy))
-			return -ENOMEM;
-		memcpy(copy, out, len);
-		return tfs_plog_append_batch(pl, copy, len, true, first, NULL, NULL, NULL);
+	for (int j = 0; j < CRASH_BATCH_RECS; j++) {
+		snprintf(v[j], sizeof(v[j]), "%d-%d", u, j);
+		vals[j] = v[j];
 	}
+	copy = batch_of(b, TFS_CODEC_ZSTD, "p", vals, CRASH_BATCH_RECS, TS0 + u, &len);
+	if (!copy)
+		return -ENOMEM;
+	rc = tfs_plog_append_batch(pl, copy, len, true, first, NULL, NULL, NULL);
+	free(copy);
+	return rc;
 }
 
 /* The crash sweep's workload: CRASH_UNITS crash_units over small segments (rolls
