@@ -2,10 +2,13 @@
  * node_scratch.h; the files themselves are scratch.c's).
  *
  * A scratch node names one file of the store by (partition, name) and holds a
- * reference on it (node->scratch), so that stat and fstat of a file that was
- * unlinked or renamed away while open still answer (nlink 0). Handles hold their
- * own reference: a handle reads and writes the file it opened, whatever happens
- * to the name, exactly as with a local file.
+ * reference on it (node->scratch), so that fstat of a file that was unlinked or
+ * renamed away while open still answers (nlink 0; the kernel sends it without the
+ * handle). Handles hold their own reference: a handle reads and writes the file it
+ * opened, whatever happens to the name, exactly as with a local file. Once a file
+ * has neither a name nor an open handle the node lets it go (drop_unnamed), so its
+ * bytes leave the bound at once, not when the kernel forgets the node (which, for
+ * a node renamed onto a key, may be never while mounted).
  *
  * Entries and attributes are never cached by the kernel (timeouts 0). That is
  * what makes a rename onto a key correct: the kernel moves the scratch node's
@@ -87,6 +90,21 @@ static void attach(struct tfs_node *n, struct tfs_scratch_file *f)
 	n->scratch = f;
 	pthread_mutex_unlock(&n->lock);
 	tfs_scratch_put(old);
+}
+
+/* n lets its file go if nobody can reach it any more: no name, no open handle.
+ * Lock order: node lock -> store lock (tfs_scratch_named). */
+static void drop_unnamed(struct tfs_node *n)
+{
+	struct tfs_scratch_file *gone = NULL;
+
+	pthread_mutex_lock(&n->lock);
+	if (n->scratch && n->open_count == 0 && !tfs_scratch_named(n->scratch)) {
+		gone = n->scratch;
+		n->scratch = NULL;
+	}
+	pthread_mutex_unlock(&n->lock);
+	tfs_scratch_put(gone);
 }
 
 /* Drops f's name (a create that cannot be replied to). */
@@ -181,9 +199,13 @@ static int make_file(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, 
 static void fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 {
 	struct scratch_fh *h = fh_of(fh);
+	struct tfs_node *n = fh->node;
 
+	tfs_inode_ref(n);                       /* past the handle's own reference */
 	tfs_fh_unregister(m, fh);
 	tfs_scratch_put(h->file);
+	drop_unnamed(n);
+	tfs_inode_put(m->inodes, n);
 	free(h);
 }
 
@@ -263,8 +285,11 @@ static void unhash_name(struct tfs_mount *m, struct tfs_node *dir, enum tfs_node
 
 	tfs_child_ident(dir, kind, 0, key, &id);
 	n = tfs_inode_find(m->inodes, &id);
-	if (n)
+	if (n) {
 		tfs_inode_unhash(m->inodes, n);
+		if (kind == TFS_NODE_SCRATCH)
+			drop_unnamed(n);
+	}
 	tfs_inode_put(m->inodes, n);
 }
 
@@ -368,6 +393,18 @@ out:
 	return rc;
 }
 
+/* Before on takes the name nid: the node that has it loses its file if that was
+ * the file's last way in (rename over a scratch file nobody has open). */
+static void drop_replaced(struct tfs_mount *m, const struct tfs_node_ident *nid,
+                          struct tfs_node *on)
+{
+	struct tfs_node *old = tfs_inode_find(m->inodes, nid);
+
+	if (old && old != on)
+		drop_unnamed(old);
+	tfs_inode_put(m->inodes, old);
+}
+
 void tfs_scratch_node_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
                              const char *name, struct tfs_node *newdir, const char *newname,
                              unsigned flags, bool to_scratch)
@@ -408,6 +445,8 @@ void tfs_scratch_node_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 		ident_of(dir, name, &oid);
 		ident_of(dir, newname, &nid);
 		on = tfs_inode_find(m->inodes, &oid);
+		if (on)
+			drop_replaced(m, &nid, on);
 		if (on && tfs_inode_rename(m->inodes, on, &nid) < 0) {
 			/* The store has renamed: let both names be looked up afresh. */
 			tfs_inode_unhash(m->inodes, on);
@@ -486,7 +525,7 @@ static void scratch_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n
 {
 	struct tfs_scratch_file *f = node_file(n);
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
-	struct scratch_fh *h;
+	struct scratch_fh *h = NULL;
 	int rc = 0;
 
 	if (!f) {

@@ -1,5 +1,5 @@
 /* scratch.h - scratch files: the dot names of partition directories that are not
- * control entries, kept in memory only (README "Scratch files").
+ * control entries, kept in memory only (README "rsync, editors and temporary files").
  *
  * A name with a leading '.' can never be a key (a key with a leading dot is spelled
  * %2E...), so these names are free for the temporaries that tools make beside the
