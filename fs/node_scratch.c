@@ -152,6 +152,20 @@ static int make_entry(struct tfs_mount *m, struct tfs_node *dir, const char *nam
 	return 0;
 }
 
+/* Replies with make_entry's result (rc, and e for node n, whose temporary
+ * reference it drops). */
+static void reply_entry(fuse_req_t req, struct tfs_mount *m, int rc,
+                        const struct fuse_entry_param *e, struct tfs_node *n)
+{
+	if (rc < 0) {
+		tfs_reply_err(req, rc, "scratch file");
+		return;
+	}
+	if (fuse_reply_entry(req, e) != 0)
+		tfs_inode_forget(m->inodes, n->nodeid, 1);
+	tfs_inode_put(m->inodes, n);
+}
+
 /* ---- namespace (through the partition directory) --------------------------- */
 
 void tfs_scratch_node_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
@@ -159,7 +173,7 @@ void tfs_scratch_node_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 {
 	struct tfs_scratch_file *f;
 	struct fuse_entry_param e;
-	struct tfs_node *n;
+	struct tfs_node *n = NULL;
 	int rc;
 
 	if (!tfs_mount_plog(dir) ||
@@ -169,13 +183,7 @@ void tfs_scratch_node_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 	}
 	rc = make_entry(m, dir, name, f, &e, &n);
 	tfs_scratch_put(f);
-	if (rc < 0) {
-		tfs_reply_err(req, rc, "scratch file");
-		return;
-	}
-	if (fuse_reply_entry(req, &e) != 0)
-		tfs_inode_forget(m->inodes, n->nodeid, 1);
-	tfs_inode_put(m->inodes, n);
+	reply_entry(req, m, rc, &e, n);
 }
 
 /* Creates (or, unless excl, finds) the file name; a reference in *out. */
@@ -252,7 +260,7 @@ void tfs_scratch_node_mknod(fuse_req_t req, struct tfs_mount *m, struct tfs_node
 {
 	struct tfs_scratch_file *f = NULL;
 	struct fuse_entry_param e;
-	struct tfs_node *n;
+	struct tfs_node *n = NULL;
 	bool created;
 	int rc;
 
@@ -267,13 +275,7 @@ void tfs_scratch_node_mknod(fuse_req_t req, struct tfs_mount *m, struct tfs_node
 			tfs_scratch_consume(f, no_op, NULL);
 	}
 	tfs_scratch_put(f);
-	if (rc < 0) {
-		tfs_reply_err(req, rc, "scratch file");
-		return;
-	}
-	if (fuse_reply_entry(req, &e) != 0)
-		tfs_inode_forget(m->inodes, n->nodeid, 1);
-	tfs_inode_put(m->inodes, n);
+	reply_entry(req, m, rc, &e, n);
 }
 
 /* The node named name in dir loses its name (it was unlinked or replaced). */

@@ -243,21 +243,30 @@ bool tfs_scratch_named(struct tfs_scratch_file *f)
 	return linked;
 }
 
-int tfs_scratch_lookup(struct tfs_scratch *s, struct tfs_topic *topic, int32_t partition,
-                       const char *name, struct tfs_scratch_file **out)
+/* The file named name, with a reference for the caller, or (unlink) taken out of
+ * the map with the map's reference; NULL if none. */
+static struct tfs_scratch_file *find_name(struct tfs_scratch *s, struct tfs_topic *topic,
+                                          int32_t partition, const char *name, bool unlink)
 {
 	size_t len = strlen(name);
 	uint64_t hash = name_hash(topic, partition, name, len);
 	struct tfs_scratch_file *f;
 
-	*out = NULL;
 	pthread_mutex_lock(&s->lock);
 	f = map_find(s, hash, topic, partition, name, len);
-	if (f)
+	if (f && unlink)
+		map_remove(s, f);
+	else if (f)
 		tfs_scratch_ref(f);
 	pthread_mutex_unlock(&s->lock);
-	*out = f;
-	return f ? 0 : -ENOENT;
+	return f;
+}
+
+int tfs_scratch_lookup(struct tfs_scratch *s, struct tfs_topic *topic, int32_t partition,
+                       const char *name, struct tfs_scratch_file **out)
+{
+	*out = find_name(s, topic, partition, name, false);
+	return *out ? 0 : -ENOENT;
 }
 
 int tfs_scratch_make(struct tfs_scratch *s, struct tfs_topic *topic, int32_t partition,
@@ -325,15 +334,8 @@ int tfs_scratch_make(struct tfs_scratch *s, struct tfs_topic *topic, int32_t par
 int tfs_scratch_unlink(struct tfs_scratch *s, struct tfs_topic *topic, int32_t partition,
                        const char *name)
 {
-	size_t len = strlen(name);
-	uint64_t hash = name_hash(topic, partition, name, len);
-	struct tfs_scratch_file *f;
+	struct tfs_scratch_file *f = find_name(s, topic, partition, name, true);
 
-	pthread_mutex_lock(&s->lock);
-	f = map_find(s, hash, topic, partition, name, len);
-	if (f)
-		map_remove(s, f);
-	pthread_mutex_unlock(&s->lock);
 	if (!f)
 		return -ENOENT;
 	tfs_scratch_put(f);                     /* the map's reference */
