@@ -9,6 +9,45 @@ t_require_daemon
 
 T_USER=topicfs-it
 
+# Helpers of the python cases: "from scratch_py import *" (PYTHONPATH=$T_DIR).
+cat > "$T_DIR/scratch_py.py" <<'EOF'
+import ctypes, errno, os, time
+
+res = []
+libc = ctypes.CDLL(None, use_errno=True)
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def try_(name, f):
+    # Runs f, noting NAME=OK or NAME=ERRNO in res.
+    try:
+        f()
+        res.append(name + "=OK")
+    except OSError as e:
+        res.append(name + "=" + errno.errorcode[e.errno])
+
+
+def eventually(name, f):
+    # Runs f until it does not fail with ENOSPC. A closed file's room comes back when
+    # the kernel releases its descriptor, which it sends after close() has returned:
+    # this waits for that event (the bound is generous), noting NAME=never otherwise.
+    for _ in range(3000):
+        try:
+            return f()
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            time.sleep(0.01)
+    res.append(name + "=never")
+
+
+def renameat2(a, b, flags):
+    if libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+EOF
+export PYTHONPATH=$T_DIR
+
 # A flat tree of N small files with ordinary names (a partition holds no directories).
 make_tree() {
 	local dir=$1 n=$2 i
@@ -134,22 +173,10 @@ c_scratch_ops() {
 	local p=$MNT/t/0 out
 	echo v > "$p/k"
 	out=$(assert_records t/0 0 "$T_PY" - "$p" "$MNT/t/1" <<'EOF'
-import ctypes, errno, os, stat, sys
+import os, stat, sys
+from scratch_py import *
 p, other = sys.argv[1], sys.argv[2]
 j = lambda n: os.path.join(p, n)
-libc = ctypes.CDLL(None, use_errno=True)
-res = []
-def try_(name, f):
-    try:
-        f()
-        res.append(name + "=OK")
-    except OSError as e:
-        res.append(name + "=" + errno.errorcode[e.errno])
-def renameat2(a, b, flags):
-    if libc.renameat2(-100, a.encode(), -100, b.encode(), flags) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 fd = os.open(j(".a"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
 os.write(fd, b"0123456789")
 os.pwrite(fd, b"AB", 20)                              # a hole reads as zeros
@@ -223,27 +250,10 @@ c_bound() {
 	mkdir "$MNT/t"
 	local p=$MNT/t/0 out
 	out=$(assert_records t/0 10 "$T_PY" - "$p" <<'EOF'
-import errno, os, sys, time
+import os, sys
+from scratch_py import *
 p = sys.argv[1]
 j = lambda n: os.path.join(p, n)
-res = []
-def try_(name, f):
-    try:
-        f()
-        res.append(name + "=OK")
-    except OSError as e:
-        res.append(name + "=" + errno.errorcode[e.errno])
-# A closed file's room comes back when the kernel releases its descriptor, which it
-# sends after close() has returned: wait for that event (the bound is generous).
-def eventually(name, f):
-    for _ in range(3000):
-        try:
-            return f()
-        except OSError as e:
-            if e.errno != errno.ENOSPC:
-                raise
-            time.sleep(0.01)
-    res.append(name + "=never")
 fd = os.open(j(".big"), os.O_RDWR | os.O_CREAT, 0o600)
 os.write(fd, b"a" * 4000)
 try_("write_past", lambda: os.write(fd, b"b" * 97))
@@ -352,6 +362,15 @@ c_unmount_loses() {
 	if grep -rqa 'SCRATCH-MARKER' "$DATA"; then fail "scratch bytes reached the data directory"; fi
 }
 
+# A read-only mount makes no scratch file either.
+c_read_only() {
+	t_mount
+	mkdir "$MNT/t"
+	t_remount -o ro
+	assert_errno EROFS putx "$MNT/t/0/.x" x
+	assert_absent "$MNT/t/0/.x"
+}
+
 # rm -rf of a topic never sees its scratch files (unlisted); rmdir of the topic, once
 # no key is live, takes them with it, and a new topic of that name starts clean.
 c_topic_removal() {
@@ -418,6 +437,7 @@ t_test scratch_ops c_scratch_ops
 t_test bound c_bound
 t_test second_user c_second_user
 t_test unmount_loses c_unmount_loses
+t_test read_only c_read_only
 t_test topic_removal c_topic_removal
 t_test parallel_renames c_parallel_renames
 t_done
