@@ -429,6 +429,64 @@ EOF
 	assert_eq 57 "$(ls "$p" | wc -l)" "keys after the parallel renames (52 + k1 k3 .. k9)"
 }
 
+# Processes racing over a few scratch names (create, write, rename, unlink, read,
+# truncate, rename onto a key): the daemon stays up, and the log holds exactly one
+# record per rename onto a key that succeeded.
+c_racing_names() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 n0 n1
+	n0=$(t_leo t/0)
+	n1=$("$T_PY" - "$p" <<'EOF'
+import errno, os, random, sys
+p = sys.argv[1]
+names = [".a", ".b", ".c"]
+r, w = os.pipe()
+pids = []
+for proc in range(4):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        rnd = random.Random(proc)
+        commits = 0
+        for _ in range(300):
+            a, b = (os.path.join(p, rnd.choice(names)) for _ in range(2))
+            op = rnd.randrange(6)
+            try:
+                if op == 0:
+                    with open(a, "wb") as f:
+                        f.write(os.urandom(rnd.randrange(1, 3000)))
+                elif op == 1:
+                    os.rename(a, b)
+                elif op == 2:
+                    os.rename(a, os.path.join(p, "k%d" % rnd.randrange(3)))
+                    commits += 1
+                elif op == 3:
+                    os.unlink(a)
+                elif op == 4:
+                    with open(a, "rb") as f:
+                        f.read()
+                else:
+                    os.truncate(a, rnd.randrange(5000))
+            except OSError as e:
+                if e.errno != errno.ENOENT:
+                    raise
+        os.write(w, b"%d\n" % commits)
+        os._exit(0)
+    pids.append(pid)
+os.close(w)
+ok = all(os.waitpid(pid, 0)[1] == 0 for pid in pids)
+total = sum(int(x) for x in os.fdopen(r).read().split())
+print(total if ok else "a worker failed")
+EOF
+)
+	assert_match '[0-9]+' "$n1" "commits counted by the workers"
+	[ "$n1" -gt 0 ] || fail "no rename onto a key succeeded"
+	assert_eq $((n0 + n1)) "$(t_leo t/0)" "log end: one record per successful rename onto a key"
+	assert_eq "$n1" "$(t_hist t/0)" "history entries"
+	assert_eq "" "$(ls "$p" | grep -v '^k[0-2]$' || true)" "listing: keys only"
+}
+
 t_test rsync c_rsync
 t_test vim_swap c_vim_swap
 t_test emacs_lock c_emacs_lock
@@ -440,4 +498,5 @@ t_test unmount_loses c_unmount_loses
 t_test read_only c_read_only
 t_test topic_removal c_topic_removal
 t_test parallel_renames c_parallel_renames
+t_test racing_names c_racing_names
 t_done
