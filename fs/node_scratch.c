@@ -24,7 +24,9 @@
  * Permissions are the kernel's (default_permissions), from the attributes given
  * here: a file belongs to its creator's uid and gid with the mode of its create,
  * and creating, removing or renaming one needs write permission on the partition
- * directory, as for keys.
+ * directory, as for keys. As for keys, no mode has execute, set-id or sticky bits
+ * (SCRATCH_MODE_MASK): a scratch file is never a program, let alone a set-id one
+ * (with the checks turned off, anyone could chown one to root).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +38,8 @@
 #include "fs/node_scratch.h"
 #include "fs/scratch.h"
 #include "io/log.h"
+
+#define SCRATCH_MODE_MASK 0666        /* read and write bits only, as a key's */
 
 struct scratch_fh {
 	struct tfs_fh base;
@@ -197,7 +201,8 @@ static int make_file(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, 
 		return -EROFS;
 	if (!tfs_mount_plog(dir))
 		return -ENOENT;
-	rc = tfs_scratch_make(m->scratch, dir->topic, dir->partition, name, mode, ctx->uid,
+	rc = tfs_scratch_make(m->scratch, dir->topic, dir->partition, name,
+	                      mode & SCRATCH_MODE_MASK, ctx->uid,
 	                      ctx->gid, excl, out, created);
 	if (rc == -ENOSPC)
 		log_full(m, dir, name, "create");
@@ -501,7 +506,7 @@ static void scratch_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node
 			goto out;
 	}
 	if (to_set & FUSE_SET_ATTR_MODE)
-		tfs_scratch_set_mode(f, attr->st_mode);
+		tfs_scratch_set_mode(f, attr->st_mode & SCRATCH_MODE_MASK);
 	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
 		tfs_scratch_set_owner(f, (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1,
 		                      (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1);

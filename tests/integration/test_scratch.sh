@@ -177,13 +177,16 @@ import os, stat, sys
 from scratch_py import *
 p, other = sys.argv[1], sys.argv[2]
 j = lambda n: os.path.join(p, n)
-fd = os.open(j(".a"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+fd = os.open(j(".a"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o700)
+assert stat.S_IMODE(os.fstat(fd).st_mode) == 0o600
 os.write(fd, b"0123456789")
 os.pwrite(fd, b"AB", 20)                              # a hole reads as zeros
 assert os.pread(fd, 100, 0) == b"0123456789" + b"\0" * 10 + b"AB"
 os.ftruncate(fd, 4)
 os.truncate(j(".a"), 6)
 assert open(j(".a"), "rb").read() == b"0123\0\0"
+os.chmod(j(".a"), 0o4755)                             # no x, set-id or sticky bits
+assert stat.S_IMODE(os.stat(j(".a")).st_mode) == 0o644
 os.chmod(j(".a"), 0o604)
 os.utime(j(".a"), ns=(5 * 10**9, 7 * 10**9 + 3))
 st = os.stat(j(".a"))
