@@ -21,6 +21,7 @@ const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind)
 		[TFS_NODE_APPEND] = &tfs_kind_append,
 		[TFS_NODE_PUT] = &tfs_kind_put,
 		[TFS_NODE_BATCHES] = &tfs_kind_batches,
+		[TFS_NODE_SCRATCH] = &tfs_kind_scratch,
 	};
 	return kinds[kind];
 }

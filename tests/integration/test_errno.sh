@@ -103,10 +103,13 @@ c_non_canonical_key_names() {
 	echo dot > "$p/%2Ex"          # the key ".x"
 	echo pct > "$p/%25"           # the key "%"
 	echo A > "$p/A"
-	for n in "%2ex" ".x" "%G1" "%41" "%2e" "a%" "%0a" "%7f" "%2f" "a%2" "%%"; do
+	for n in "%2ex" "%G1" "%41" "%2e" "a%" "%0a" "%7f" "%2f" "a%2" "%%"; do
 		assert_errno ENOENT stat "$p/$n"
 		assert_records t/0 0 assert_errno EINVAL put "$p/$n" v
 	done
+	# A raw leading dot never names a key: it is a scratch file (no record, unlisted).
+	assert_errno ENOENT stat "$p/.x"
+	assert_records t/0 0 assert_errno OK put "$p/.x" v
 	assert_errno ENOENT stat "$p/%"             # the empty key was never written
 	assert_eq "%25 %2Ex A" "$(ls "$p" | xargs)" "listing after the refused names"
 	assert_cat "$p/%2Ex" $'dot\n'

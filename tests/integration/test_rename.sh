@@ -56,8 +56,10 @@ c_rename_errors() {
 	assert_records t/0 0 assert_errno EXDEV rename "$MNT/t/0/a" "$MNT/u/0/a"
 	assert_eq 0 "$(t_leo u/0)" "log end of u/0 after the EXDEV rename"
 	assert_cat "$MNT/t/0/a" $'v\n'
-	# A bad new name: EINVAL, nothing appended, the old key stays.
-	assert_records t/0 0 assert_errno EINVAL rename "$MNT/t/0/a" "$MNT/t/0/.raw"
+	# A bad new name: EINVAL, nothing appended, the old key stays. A scratch name is
+	# out of the log: EXDEV, as across partitions.
+	assert_records t/0 0 assert_errno EXDEV rename "$MNT/t/0/a" "$MNT/t/0/.raw"
+	assert_errno ENOENT stat "$MNT/t/0/.raw"
 	assert_records t/0 0 assert_errno EINVAL rename "$MNT/t/0/a" "$MNT/t/0/%2e"
 	assert_cat "$MNT/t/0/a" $'v\n'
 }
