@@ -182,6 +182,7 @@ int main(int argc, char **argv)
 	}
 	if (c.show_version) {
 		printf("topicfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
+		fflush(stdout);                 /* before fusermount3's own line */
 		fuse_lowlevel_version();
 		ret = 0;
 		goto out;
