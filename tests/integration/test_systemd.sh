@@ -141,6 +141,31 @@ PY
 	touch "$T_CASE/notify.stop"
 }
 
+# Under systemd, stderr is the journal's stream and $JOURNAL_STREAM names its device and
+# inode: lines then carry sd-daemon(3)'s "<priority>" prefix and no timestamp. On any
+# other stderr they keep the timestamp.
+c_journal_priorities() {
+	local log=$T_CASE/journal.log plain=$T_CASE/plain.log pid i
+	: > "$log"
+	JOURNAL_STREAM=$(stat -c '%d:%i' "$log") timeout 120 "$TOPICFS" -f -o auto_unmount \
+		"$DATA" "$MNT" 2>> "$log" &
+	pid=$!
+	for i in $(seq 300); do mountpoint -q "$MNT" && break; sleep 0.1; done
+	assert_ok mountpoint -q "$MNT"
+	umount "$MNT"
+	wait "$pid"
+	sed 's/^/# journal: /' "$log"
+	assert_ok grep -q '^<6>info fs: mounted ' "$log"
+	assert_eq "" "$(grep -v '^<[0-7]>' "$log" || true)" "journal lines without a priority"
+	# A stderr that is not the named stream: timestamps, no prefix.
+	JOURNAL_STREAM=1:1 timeout 120 "$TOPICFS" -f -o auto_unmount "$DATA" "$MNT" 2> "$plain" &
+	pid=$!
+	for i in $(seq 300); do mountpoint -q "$MNT" && break; sleep 0.1; done
+	umount "$MNT"
+	wait "$pid"
+	assert_ok grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T.* info fs: mounted ' "$plain"
+}
+
 # Without $NOTIFY_SOCKET (a plain shell, fstab, mount -t topicfs) nothing changes and
 # the daemon starts as before; with a socket that is gone, it logs and goes on.
 c_notify_socket_missing() {
@@ -156,4 +181,5 @@ c_notify_socket_missing() {
 t_test verify_units c_verify_units
 t_test service_commands_run c_service_commands_run
 t_test notify_socket_missing c_notify_socket_missing
+t_test journal_priorities c_journal_priorities
 t_done
