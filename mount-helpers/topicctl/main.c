@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "io/log.h"
+#include "tfs_version.h"
 
 #define PROGRESS_INTERVAL_MS 100
 #define PROGRESS_WIDTH 30
@@ -225,7 +226,8 @@ static void general_help(FILE *f)
 	        "estimate read segment files directly, read-only.\n\nCommands:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'topicctl COMMAND --help' describes a command.\n\n"
+	fprintf(f, "\n'topicctl COMMAND --help' describes a command; 'topicctl --version'\n"
+	        "prints the version.\n\n"
 	        "Exit status: 0 success; 1 problems found or the operation failed; 2 usage error.\n");
 }
 
@@ -240,6 +242,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		general_help(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("topicctl %s\n", TFS_VERSION);
 		return EXIT_OK;
 	}
 	/* Engine modules log what they refuse (a config file's bad line...); every
