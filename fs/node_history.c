@@ -81,39 +81,63 @@ static int hist_dir_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_fi
 	return 0;
 }
 
-static void hist_dir_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
-                            const char *name)
-{
-	struct tfs_node_ident id;
-	tfs_offset_t off;
-
-	if (!parse_offset(name, &off) || !tfs_mount_plog(dir)) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, off, tfs_slice_make(NULL, 0), &id);
-	tfs_reply_entry(req, m, &id);         /* its stat reads the record: ENOENT if gone */
-}
-
-/* A readdirplus entry straight from the cursor's record (no second read). */
-static int hist_make_entry(struct tfs_mount *m, struct tfs_node *dir, const struct tfs_record *r,
-                           struct fuse_entry_param *e)
+/* A LOOKUP or readdirplus entry for the record at offset, whose value is
+ * value_len bytes and whose timestamp is timestamp (from the caller's read: no
+ * second one). */
+static int hist_entry_param(struct tfs_mount *m, struct tfs_node *dir, tfs_offset_t offset,
+                            size_t value_len, int64_t timestamp, struct fuse_entry_param *e)
 {
 	struct tfs_node_ident id;
 	struct tfs_node *n;
 	int rc;
 
-	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, r->offset, tfs_slice_make(NULL, 0), &id);
+	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, offset, tfs_slice_make(NULL, 0), &id);
 	memset(e, 0, sizeof(*e));
 	rc = tfs_inode_lookup(m->inodes, &id, &n);
 	if (rc < 0)
 		return rc;
 	atomic_store_explicit(&n->attrs_cached, true, memory_order_release);
-	hist_attr(n, r->value_null ? 0 : r->value.len, r->timestamp, &e->attr);
+	hist_attr(n, value_len, timestamp, &e->attr);
 	e->ino = n->nodeid;
 	e->attr_timeout = e->entry_timeout = 0.0;     /* `uncached`: see the top */
 	tfs_inode_put(m->inodes, n);
 	return 0;
+}
+
+/* Replies to the LOOKUP of offset's entry: the record must be on disk now, even
+ * if a handle opened before a pass still reads its copy (the name is gone). */
+static void hist_reply_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                              struct tfs_plog *pl, tfs_offset_t off)
+{
+	struct fuse_entry_param e;
+	struct tfs_record_copy rec;
+	int rc = tfs_plog_read_offset(pl, off, &rec);
+
+	if (rc < 0) {
+		tfs_reply_err(req, rc, ".history entry");
+		return;
+	}
+	rc = hist_entry_param(m, dir, off, rec.value_null ? 0 : rec.value_len, rec.timestamp, &e);
+	tfs_record_copy_release(&rec);
+	if (rc < 0) {
+		tfs_reply_err(req, rc, ".history entry");
+		return;
+	}
+	if (fuse_reply_entry(req, &e) != 0)
+		tfs_inode_forget(m->inodes, e.ino, 1);   /* the kernel never got it */
+}
+
+static void hist_dir_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                            const char *name)
+{
+	struct tfs_plog *pl = tfs_mount_plog(dir);
+	tfs_offset_t off;
+
+	if (!parse_offset(name, &off) || !pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	hist_reply_lookup(req, m, dir, pl, off);
 }
 
 static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
@@ -154,7 +178,8 @@ static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 			struct fuse_entry_param e;
 			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size - used)
 				break;
-			rc = hist_make_entry(m, dir, &r, &e);
+			rc = hist_entry_param(m, dir, r.offset, r.value_null ? 0 : r.value.len,
+			                      r.timestamp, &e);
 			if (rc < 0)
 				break;
 			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
@@ -193,6 +218,41 @@ const struct tfs_node_ops tfs_kind_hist_dir = {
 
 /* ---- the entries ---------------------------------------------------------- */
 
+static void hist_fh_free(struct tfs_mount *m, struct tfs_fh *fh);
+
+/* The record of n is gone, but a handle open on it still holds its copy: the
+ * kernel's fstat (which sends no handle) must see that copy's size, or `cat <&7`
+ * on a descriptor opened before the pass fails with ENOENT before it reads. A
+ * handle's copy never changes while it is on the mount's list, and it leaves the
+ * list (under handles_lock) before it is freed. */
+static bool open_copy_stat(struct tfs_mount *m, struct tfs_node *n, struct stat *st)
+{
+	bool found = false;
+	size_t len = 0;
+	int64_t ts = 0;
+
+	pthread_mutex_lock(&n->lock);
+	found = n->open_count > 0;
+	pthread_mutex_unlock(&n->lock);
+	if (!found)
+		return false;
+	found = false;
+	pthread_mutex_lock(&m->handles_lock);
+	for (struct tfs_fh *fh = m->handles; fh; fh = fh->next) {
+		if (fh->node == n && fh->free_fn == hist_fh_free) {
+			const struct hist_fh *h = (const struct hist_fh *)fh;
+			len = h->rec.value_len;
+			ts = h->rec.timestamp;
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->handles_lock);
+	if (found)
+		hist_attr(n, len, ts, st);
+	return found;
+}
+
 static int hist_entry_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
                            struct stat *st)
 {
@@ -208,6 +268,8 @@ static int hist_entry_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_
 	if (!pl)
 		return -ENOENT;
 	rc = tfs_plog_read_offset(pl, n->num, &rec);
+	if (rc == -ENOENT && open_copy_stat(m, n, st))
+		return TFS_STAT_VOLATILE;
 	if (rc < 0)
 		return rc;
 	hist_attr(n, rec.value_null ? 0 : rec.value_len, rec.timestamp, st);

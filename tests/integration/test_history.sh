@@ -121,8 +121,27 @@ EOF
 	assert_eq "$(echo "$leo_before" | awk '{print $1 + 1}')" "$(t_leo t/0)" "log end after one more write"
 }
 
+# An open history file keeps its bytes, size and stat until it is closed, even when
+# a pass cleans its record away; its name is gone at once (ISSUE: pinned handle).
+c_history_open_entry_survives_a_swap() {
+	t_mount -o log.cleaner.threads=0
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 h=$MNT/t/0/.history
+	echo old-value > "$p/k"; echo new > "$p/k"
+	exec 7< "$h/$(t_off 0)"
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_eq "$(t_off 1)" "$(ls -A "$h")" "the pass removed offset 0"
+	assert_errno ENOENT stat "$h/$(t_off 0)"
+	assert_eq 10 "$(stat -L -c %s /dev/fd/7)" "fstat of the open handle"
+	assert_eq old-value "$(cat <&7)" "read through the handle opened before the pass"
+	exec 7<&-
+	assert_errno ENOENT read "$h/$(t_off 0)"
+}
+
 t_test history_lists_records c_history_lists_records
 t_test history_is_read_only c_history_is_read_only
 t_test history_grows_while_open c_history_grows_while_open
 t_test remount_keeps_everything c_remount_keeps_everything
+t_test history_open_entry_survives_a_swap c_history_open_entry_survives_a_swap
 t_done
