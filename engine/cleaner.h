@@ -256,6 +256,20 @@ struct tfs_cleaner_dry_run {
  * TFS_EREADONLY, -ENOMEM, an I/O error, TFS_ECORRUPT. */
 int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_fate_fn fn,
                         void *arg, struct tfs_cleaner_dry_run *out);
+/* The same dry run without a cleaner (topicctl dump --fate, on a partition opened
+ * read-only): cfg is the topic's config, ccfg the cleaner config whose thread's
+ * dedupe buffer the map gets, checkpoint the first dirty offset (-1: none, as
+ * tfs_cleaner_checkpoint_read gives it), now_ms the pass start. Errors as above,
+ * but for -ENOENT. */
+int tfs_cleaner_dry_run_log(struct tfs_plog *pl, const struct tfs_topic_config *cfg,
+                            const struct tfs_cleaner_config *ccfg, tfs_offset_t checkpoint,
+                            int64_t now_ms, tfs_cleaner_fate_fn fn, void *arg,
+                            struct tfs_cleaner_dry_run *out);
+/* The checkpoint of topic's partition in DATA_DIR/cleaner-offset-checkpoint (the
+ * first dirty offset), read without writing anything: -1 in *out when the file
+ * or the entry is missing. Errors: TFS_ECORRUPT (a malformed file), an I/O errno. */
+int tfs_cleaner_checkpoint_read(struct tfs_io *io, int data_dirfd, const char *topic,
+                                int32_t partition, tfs_offset_t *out);
 /* Why offset, past the dry run's recopied range (or in a log without compact), is
  * not cleaned; TFS_NC_NONE if the dry run reported it. */
 enum tfs_cleaner_not_cleanable tfs_cleaner_not_cleanable_of(const struct tfs_cleaner_dry_run *d,

@@ -289,6 +289,11 @@ void tfs__throttler_stop(struct tfs__throttler *t, bool stopping);
  * sleep short within THROTTLE_POLL_MS, for a pass whose partition goes away. */
 void tfs__throttle(struct tfs__throttler *t, int64_t bytes, const atomic_bool *abort);
 
+/* A cleaner thread's share of the dedupe buffer and of the I/O buffers
+ * (cleaner_dry_run.c): what every pass of a cleaner built from cfg works with. */
+void tfs__cleaner_thread_sizes(const struct tfs_cleaner_config *cfg, size_t *map_bytes,
+                               size_t *io_bytes);
+
 /* The manager's entry points used by the pass. */
 struct tfs__throttler *tfs__cleaner_throttler(struct tfs_cleaner *c);
 int64_t tfs__cleaner_now(struct tfs_cleaner *c);

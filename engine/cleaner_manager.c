@@ -44,7 +44,6 @@
 #define US_PER_S 1000000.0
 #define BYTES_PER_MB (1024.0 * 1024.0)
 #define PERCENT 100.0
-#define MIN_IO_BUFFER_BYTES 4096
 
 struct part {
 	struct tfs_plog *pl;                 /* borrowed until unregister */
@@ -265,7 +264,7 @@ int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
                        const struct tfs_cleaner_config *cfg, struct tfs_cleaner **out)
 {
 	struct tfs_cleaner *c;
-	int threads, rc;
+	int rc;
 
 	*out = NULL;
 	if (cfg->threads < 0 || cfg->dedupe_buffer_size <= 0 || cfg->io_buffer_size <= 0 ||
@@ -278,11 +277,7 @@ int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
 	c->cfg = *cfg;
 	c->dirfd = -1;
 	c->now_fn = default_now;
-	threads = cfg->threads > 0 ? cfg->threads : 1;
-	c->map_bytes = (size_t)(cfg->dedupe_buffer_size / threads);
-	c->io_bytes = (size_t)(cfg->io_buffer_size / threads / 2);
-	if (c->io_bytes < MIN_IO_BUFFER_BYTES)
-		c->io_bytes = MIN_IO_BUFFER_BYTES;
+	tfs__cleaner_thread_sizes(cfg, &c->map_bytes, &c->io_bytes);
 	c->data_dir = strdup(data_dir);
 	c->slots = calloc((size_t)cfg->threads + 1, sizeof(*c->slots));
 	if (!c->data_dir || !c->slots) {
@@ -1302,34 +1297,11 @@ int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len)
 
 /* ---- the next pass, dry ---- */
 
-/* Counts what the pass would do to tombstones and markers, then hands the record
- * on to the caller's observer. */
-struct dry_tally {
-	struct tfs_cleaner_dry_run *out;
-	tfs_cleaner_fate_fn fn;
-	void *arg;
-};
-
-static void dry_tally_fate(void *arg, const struct tfs_cleaner_record_fate *f)
-{
-	struct dry_tally *t = arg;
-
-	if (f->fate == TFS_FATE_KEEP_TOMBSTONE && !f->horizon_stamped)
-		t->out->tombstones_to_stamp++;
-	else if (f->fate == TFS_FATE_DROP_TOMBSTONE)
-		t->out->tombstones_dropped++;
-	if (t->fn)
-		t->fn(t->arg, f);
-}
-
 int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_fate_fn fn,
                         void *arg, struct tfs_cleaner_dry_run *out)
 {
-	atomic_bool never = false;
-	struct tfs__pass_in in = { .pl = pl, .abort = &never, .stop = NULL, .dry = true };
-	struct dry_tally tally = { .out = out, .fn = fn, .arg = arg };
-	struct tfs__cleaner_ctx x;
-	struct tfs__clean_stats st;
+	struct tfs_topic_config cfg;
+	tfs_offset_t checkpoint;
 	struct part *p;
 	int rc;
 
@@ -1343,55 +1315,12 @@ int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_
 		return -ENOENT;
 	}
 	p->pins++;              /* unregister waits for us: pl stays open */
-	in.checkpoint = p->checkpoint;
-	in.name = p->name;
+	checkpoint = p->checkpoint;
 	pthread_mutex_unlock(&c->lock);
 
-	copy_cfg(pl, &in.cfg);
-	in.now_ms = tfs__cleaner_now(c);
-	out->now_ms = in.now_ms;
-	out->compacted = in.cfg.cleanup_policy & TFS_POLICY_COMPACT;
-	if (!out->compacted) {
-		struct tfs_plog_stats ps;
-		tfs_plog_stats(pl, &ps);
-		out->log_start = out->first_dirty = out->first_uncleanable = out->end_offset =
-			ps.log_start_offset;
-		out->log_end = ps.log_end_offset;
-		out->active_base = ps.active_base_offset;
-		out->bytes_before = out->bytes_after = ps.size_bytes;
-		out->nothing_to_do = true;
-		out->uncleanable_why = TFS_NC_NOT_COMPACTED;
-		rc = 0;
-		goto out;
-	}
-	in.fate_fn = dry_tally_fate;
-	in.fate_arg = &tally;
-	/* a context like a cleaner thread's (its share of the dedupe buffer, so the map
-	 * fills where the pass's would), but no throttler: it writes nothing */
-	tfs__cleaner_ctx_init(&x, NULL, -1, c->map_bytes, c->cfg.io_buffer_load_factor, c->io_bytes);
-	rc = tfs__clean_pass(&x, &in, &st);
-	tfs__cleaner_ctx_release(&x);
-	if (rc < 0)
-		goto out;
-	out->nothing_to_do = st.nothing_to_do;
-	out->map_full = st.map_full;
-	out->first_dirty = st.first_dirty;
-	out->first_uncleanable = st.first_uncleanable;
-	out->end_offset = st.end_offset;
-	out->active_base = st.active_base;
-	out->records_read = st.records_read;
-	out->records_kept = st.records_kept;
-	out->records_dropped = st.records_dropped;
-	out->bytes_before = st.log_bytes;
-	out->bytes_after = st.log_bytes - st.size_before + st.size_after;
-	out->bytes_freed = out->bytes_before - out->bytes_after;
-	out->batches_dropped = st.batches_dropped;
-	out->batches_emptied = st.batches_emptied;
-	out->batches_rebuilt = st.batches_rebuilt;
-	out->log_start = st.log_start;
-	out->log_end = st.log_end;
-	out->uncleanable_why = st.uncleanable_why;
-out:
+	copy_cfg(pl, &cfg);
+	rc = tfs_cleaner_dry_run_log(pl, &cfg, &c->cfg, checkpoint, tfs__cleaner_now(c), fn, arg, out);
+
 	pthread_mutex_lock(&c->lock);
 	if (--p->pins == 0 && p->removed)
 		pthread_cond_broadcast(&c->idle);
