@@ -139,7 +139,7 @@ c_history_open_entry_survives_a_swap() {
 	assert_errno ENOENT read "$h/$(t_off 0)"
 }
 
-# The views of seed 000's example: A B C updated so that offsets 0-8 exist, 8 in
+# The views of the A/B/C example: keys A B C updated so that offsets 0-8 exist, 8 in
 # the active segment. Offset 3 (C=30) stays at this pass: C=31 is in the active
 # segment, which the offset map never reads; once 8 is closed, 3 goes too.
 c_history_views_and_fates() {
