@@ -270,6 +270,15 @@ int tfs_cleaner_dry_run_log(struct tfs_plog *pl, const struct tfs_topic_config *
  * or the entry is missing. Errors: TFS_ECORRUPT (a malformed file), an I/O errno. */
 int tfs_cleaner_checkpoint_read(struct tfs_io *io, int data_dirfd, const char *topic,
                                 int32_t partition, tfs_offset_t *out);
+/* The words of the `fate` attribute: for f (a record the dry run d reported), or
+ * when f is NULL for offset, which d did not report ("not-cleanable REASON").
+ * Writes a NUL-terminated line into buf (cap >= TFS_CLEANER_FATE_TEXT_CAP is
+ * never cut) and returns buf; "" if offset is inside what d read (d did not see
+ * it: a record appended or cleaned away meanwhile). */
+#define TFS_CLEANER_FATE_TEXT_CAP 96
+const char *tfs_cleaner_fate_text(const struct tfs_cleaner_dry_run *d,
+                                  const struct tfs_cleaner_record_fate *f, tfs_offset_t offset,
+                                  char *buf, size_t cap);
 /* Why offset, past the dry run's recopied range (or in a log without compact), is
  * not cleaned; TFS_NC_NONE if the dry run reported it. */
 enum tfs_cleaner_not_cleanable tfs_cleaner_not_cleanable_of(const struct tfs_cleaner_dry_run *d,

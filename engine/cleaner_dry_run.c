@@ -4,6 +4,8 @@
  * attribute; the reasons a record is outside the next pass. The verdicts
  * themselves are cleaner_pass.c's record_fate: nothing here decides a record. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,4 +175,28 @@ enum tfs_cleaner_not_cleanable tfs_cleaner_not_cleanable_of(const struct tfs_cle
 	if (offset >= d->end_offset)
 		return TFS_NC_BUFFER_FULL;
 	return TFS_NC_NONE;
+}
+
+const char *tfs_cleaner_fate_text(const struct tfs_cleaner_dry_run *d,
+                                  const struct tfs_cleaner_record_fate *f, tfs_offset_t offset,
+                                  char *buf, size_t cap)
+{
+	enum tfs_cleaner_not_cleanable why;
+
+	if (f && f->fate == TFS_FATE_KEEP_TOMBSTONE) {
+		snprintf(buf, cap, "keep-tombstone until %" PRId64 "%s", f->horizon_ms,
+		         f->horizon_stamped ? "" : " (stamped by the pass)");
+		return buf;
+	}
+	if (f && f->fate != TFS_FATE_NOT_CLEANABLE) {
+		snprintf(buf, cap, "%s", tfs_cleaner_fate_name(f->fate));
+		return buf;
+	}
+	why = f ? f->why : tfs_cleaner_not_cleanable_of(d, offset);
+	if (why == TFS_NC_NONE)
+		buf[0] = '\0';
+	else
+		snprintf(buf, cap, "%s %s", tfs_cleaner_fate_name(TFS_FATE_NOT_CLEANABLE),
+		         tfs_cleaner_not_cleanable_name(why));
+	return buf;
 }

@@ -18,7 +18,6 @@
 #include "engine/cleaner.h"
 #include "fs/node.h"
 
-#define FATE_TEXT_CAP 96
 #define NEXT_PASS_TEXT_CAP 512
 
 struct one_fate {
@@ -57,8 +56,7 @@ int tfs_history_fate(struct tfs_mount *m, struct tfs_node *n, char **out)
 	struct one_fate o = { .offset = n->num };
 	struct tfs_cleaner_dry_run d;
 	struct tfs_record_copy rec;
-	enum tfs_cleaner_not_cleanable why;
-	char text[FATE_TEXT_CAP];
+	char text[TFS_CLEANER_FATE_TEXT_CAP];
 	int rc;
 
 	*out = NULL;
@@ -73,18 +71,9 @@ int tfs_history_fate(struct tfs_mount *m, struct tfs_node *n, char **out)
 	rc = tfs_cleaner_dry_run(cl, pl, pick, &o, &d);
 	if (rc < 0)
 		return rc == -ENOENT ? -ENODATA : rc;
-	if (o.seen && o.got.fate == TFS_FATE_KEEP_TOMBSTONE) {
-		snprintf(text, sizeof(text), "keep-tombstone until %" PRId64 "%s", o.got.horizon_ms,
-		         o.got.horizon_stamped ? "" : " (stamped by the pass)");
-		return dup_text(text, out);
-	}
-	if (o.seen && o.got.fate != TFS_FATE_NOT_CLEANABLE)
-		return dup_text(tfs_cleaner_fate_name(o.got.fate), out);
-	why = o.seen ? o.got.why : tfs_cleaner_not_cleanable_of(&d, n->num);
-	if (why == TFS_NC_NONE)
+	tfs_cleaner_fate_text(&d, o.seen ? &o.got : NULL, n->num, text, sizeof(text));
+	if (!text[0])
 		return -ENODATA;    /* cleaned away by a pass that ran meanwhile */
-	snprintf(text, sizeof(text), "%s %s", tfs_cleaner_fate_name(TFS_FATE_NOT_CLEANABLE),
-	         tfs_cleaner_not_cleanable_name(why));
 	return dup_text(text, out);
 }
 

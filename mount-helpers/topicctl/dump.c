@@ -22,7 +22,6 @@
 #include "io/io.h"
 
 #define FATE_FDCACHE_FILES 64        /* the read-only partition's open segments */
-#define FATE_TEXT_CAP 96
 
 const char dump_help[] =
 	"usage: topicctl dump [--records] [--fate] [--json] [--max-bytes N] PARTITION_DIR|FILE...\n"
@@ -302,7 +301,6 @@ static const char *fate_text(const struct dump *d, tfs_offset_t offset, char *bu
 {
 	const struct fate_table *t = &d->fates;
 	size_t lo = 0, hi = t->n;
-	enum tfs_cleaner_not_cleanable why;
 
 	if (!t->on)
 		return "unknown";
@@ -313,26 +311,14 @@ static const char *fate_text(const struct dump *d, tfs_offset_t offset, char *bu
 		else
 			hi = mid;
 	}
-	if (lo < t->n && t->v[lo].offset == offset) {
-		const struct tfs_cleaner_record_fate *f = &t->v[lo];
-		if (f->fate == TFS_FATE_KEEP_TOMBSTONE)
-			snprintf(buf, cap, "keep-tombstone until %" PRId64 "%s", f->horizon_ms,
-			         f->horizon_stamped ? "" : " (stamped by the pass)");
-		else if (f->fate == TFS_FATE_NOT_CLEANABLE)
-			snprintf(buf, cap, "not-cleanable %s", tfs_cleaner_not_cleanable_name(f->why));
-		else
-			snprintf(buf, cap, "%s", tfs_cleaner_fate_name(f->fate));
-		return buf;
-	}
-	why = tfs_cleaner_not_cleanable_of(&t->dry, offset);
-	snprintf(buf, cap, "not-cleanable %s", why == TFS_NC_NONE ? "unknown" :
-	         tfs_cleaner_not_cleanable_name(why));
-	return buf;
+	tfs_cleaner_fate_text(&t->dry, lo < t->n && t->v[lo].offset == offset ? &t->v[lo] : NULL,
+	                      offset, buf, cap);
+	return buf[0] ? buf : "unknown";
 }
 
 static void dump_record(struct dump *d, const struct tfs_batch_header *h, const struct tfs_record *r)
 {
-	char fate[FATE_TEXT_CAP];
+	char fate[TFS_CLEANER_FATE_TEXT_CAP];
 	struct tfs_slice cur = r->headers_raw;
 	struct tfs_header hd;
 	bool control = h->attributes & TFS_ATTR_CONTROL;
