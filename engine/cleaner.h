@@ -21,7 +21,9 @@
  * as pass start + delete.retention.ms by the pass that first keeps it); the last
  * batch of each producer id survives (empty if need be); records of aborted
  * transactions go; markers go once their transaction has no data left and their
- * horizon passed. Offsets are never renumbered.
+ * horizon passed. Offsets are never renumbered. A dry run (tfs_cleaner_dry_run)
+ * is the same pass with nothing written: what the next pass would do with each
+ * record, and what it would free.
  *
  * Selection (cleaner_manager.c): among registered partitions whose cleanup.policy
  * has compact, not being cleaned and not uncleanable, the one with the highest

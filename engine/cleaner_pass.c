@@ -55,6 +55,16 @@
  *                 nothing.
  *
  * Offsets are never renumbered: survivors keep their batch and offset delta.
+ *
+ * One verdict. Whatever path a record takes (its dead bit, a map lookup, or no
+ * question at all), what happens to it is decided by record_fate, which also says
+ * why (keep, drop, keep-tombstone, ...). The dry run (cleaner_dry_run.c) is this
+ * same pass with `dry` set: no file is created, written or swapped, but every
+ * batch is decided and every re-encoded batch built and measured, so what it
+ * predicts is what the pass does; its observer gets each record's fate, which is
+ * why a dry run decides records one by one where the pass may take a batch whole
+ * from its bits (both ask record_fate's rule, tested against each other by
+ * tests/engine/test_cleaner_dryrun.c).
  */
 #include <assert.h>
 #include <errno.h>
