@@ -60,9 +60,13 @@ enum tfs_node_kind {
 	TFS_NODE_PUT,           /* T/P/.put */
 	TFS_NODE_BATCHES,       /* T/P/.batches */
 	TFS_NODE_SCRATCH,       /* T/P/.name: a scratch file (scratch.h), key = name */
+	TFS_NODE_HIST_VIEW,     /* T/P/.history/.clean .dirty .uncleanable (num = region) */
+	TFS_NODE_HIST_KEYS,     /* T/P/.history/.keys */
+	TFS_NODE_HIST_KEY,      /* T/P/.history/.keys/KEY (key = the key's bytes) */
 	TFS_NODE_KINDS
 };
 
+/* Kinds whose identity includes key bytes. */
 /* What a node names; every pointer borrowed for the call. */
 struct tfs_node_ident {
 	enum tfs_node_kind kind;
@@ -70,13 +74,13 @@ struct tfs_node_ident {
 	const char *topic_name;       /* the topic's name (for the stable hash) */
 	int32_t partition;            /* -1 where it does not apply */
 	int64_t num;                  /* HIST_ENTRY: offset; META_FILE: index; else 0 */
-	struct tfs_slice key;         /* KEY: the key bytes; SCRATCH: the name */
+	struct tfs_slice key;         /* KEY, HIST_KEY: the key bytes; SCRATCH: the name */
 };
 
 /* Kinds whose identity includes the key slice. */
 static inline bool tfs_node_kind_named(enum tfs_node_kind kind)
 {
-	return kind == TFS_NODE_KEY || kind == TFS_NODE_SCRATCH;
+	return kind == TFS_NODE_KEY || kind == TFS_NODE_SCRATCH || kind == TFS_NODE_HIST_KEY;
 }
 
 struct tfs_node {

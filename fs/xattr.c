@@ -13,6 +13,8 @@
  *   partition   clean                         write (a pass now; returns when done)
  *   hist entry  key timestamp tombstone producer_id sequence   read
  *   hist entry  region delete_horizon         read (the cleaner's view of it)
+ *   hist entry  superseded_by fate            read (the next pass's, history_fate.c)
+ *   partition   next_pass                     read (a dry run of the next pass)
  *
  * Values are text (decimal numbers, no newline) except `key` and header values,
  * which are the raw bytes. A name that does not apply to a node, or whose value
@@ -39,6 +41,7 @@
 #include <sys/xattr.h>
 
 #include "engine/cleaner.h"
+#include "fs/history_fate.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -366,6 +369,36 @@ static int get_delete_horizon(struct xctx *c, struct xbuf *x)
 	return rc < 0 ? rc : xb_i64(x, ms);
 }
 
+/* The cleaner's forecast (history_fate.c): each a dry run or a walk of the log. */
+static int put_owned(struct xbuf *x, int rc, char *text)
+{
+	if (rc == 0)
+		rc = xb_put(x, text, strlen(text));
+	free(text);
+	return rc;
+}
+
+static int get_fate(struct xctx *c, struct xbuf *x)
+{
+	char *text = NULL;
+	int rc = tfs_history_fate(c->m, c->n, &text);
+	return put_owned(x, rc, text);
+}
+
+static int get_next_pass(struct xctx *c, struct xbuf *x)
+{
+	char *text = NULL;
+	int rc = tfs_history_next_pass(c->m, c->n, &text);
+	return put_owned(x, rc, text);
+}
+
+static int get_superseded_by(struct xctx *c, struct xbuf *x)
+{
+	tfs_offset_t o;
+	int rc = tfs_history_superseded_by(c->m, c->n, &o);
+	return rc < 0 ? rc : xb_i64(x, o);
+}
+
 /* ---- setters -------------------------------------------------------------- */
 
 static int set_roll(struct xctx *c, const char *value, size_t size)
@@ -424,6 +457,9 @@ static const struct xattr_row rows[] = {
 	{ "clean", K(TFS_NODE_PARTITION), NULL, set_clean, false },
 	{ "region", K(TFS_NODE_HIST_ENTRY), get_region, NULL, true },
 	{ "delete_horizon", K(TFS_NODE_HIST_ENTRY), get_delete_horizon, NULL, true },
+	{ "superseded_by", K(TFS_NODE_HIST_ENTRY), get_superseded_by, NULL, false },
+	{ "fate", K(TFS_NODE_HIST_ENTRY), get_fate, NULL, false },
+	{ "next_pass", K(TFS_NODE_PARTITION), get_next_pass, NULL, false },
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #define DEFAULT_TERM_WIDTH 100       /* when stdout is not a terminal */
 #define METRICS_INDENT 10            /* "cleaner: " and a margin */
 #define WATCH_DEFAULT_SECONDS 2.0
+#define NEXT_PASS_CAP 512            /* a next_pass value is one short line */
 
 static volatile sig_atomic_t interrupted;
 
@@ -41,7 +43,8 @@ const char status_help[] =
 	"                   records younger than min.compaction.lag.ms; never cleaned yet\n"
 	"  ?  unknown       the mount does not report the cleaner's attributes\n"
 	"\n"
-	"then the dirty ratio, the last pass (last_clean) and, if the cleaner gave up on\n"
+	"then the dirty ratio, what the next pass would free (its dry run, next_pass:\n"
+	"\"would free 41 MB\"), the last pass (last_clean) and, if the cleaner gave up on\n"
 	"the partition, its uncleanable_reason; then the cleaner's metrics from\n"
 	"MOUNT/.topicfs/metrics. The uncleanable bytes are those of the segments at or\n"
 	"past first_uncleanable_offset when the data directory is readable; the clean and\n"
@@ -58,7 +61,27 @@ struct prow {
 	struct pinfo pi;
 	bool regions;                  /* the split below is known */
 	double clean_bytes, dirty_bytes, uncleanable_bytes;
+	bool have_free;                /* the mount answered next_pass */
+	int64_t would_free;            /* its bytes_freed: what the next pass frees */
 };
+
+/* The bytes the next pass of partition p would free, from the mount's dry run
+ * (`user.topicfs.next_pass`, field bytes_freed). */
+static void prow_next_pass(struct prow *r, const char *topic_dir)
+{
+	char path[PATH_MAX + TOPIC_CAP + 16], val[NEXT_PASS_CAP];
+	const char *f;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%" PRId32, topic_dir, r->pi.partition);
+	n = getxattr(path, "user.topicfs.next_pass", val, sizeof(val) - 1);
+	if (n < 0)
+		return;
+	val[n] = '\0';
+	f = strstr(val, " bytes_freed=");
+	if (f && sscanf(f, " bytes_freed=%" SCNd64, &r->would_free) == 1)
+		r->have_free = true;
+}
 
 /* Bytes of the segments whose base is at or past from, or -1 if the partition's
  * files cannot be listed. */
@@ -141,6 +164,7 @@ static void collect_topic(const struct mpath *m, const char *topic, int32_t only
 		snprintf(r->topic, sizeof(r->topic), "%s", topic);
 		pinfo_read(&r->pi, tdir, parts[i]);
 		prow_regions(r, m->data_dir);
+		prow_next_pass(r, tdir);
 	}
 	free(parts);
 }
@@ -252,6 +276,7 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 			             r->pi.first_uncleanable);
 			json_object_object_add(o, "dirty_ratio", (r->pi.have & P_DIRTY)
 			                       ? json_object_new_double(r->pi.dirty_ratio) : NULL);
+			json_add_i64(o, "would_free_bytes", r->have_free, r->would_free);
 			json_object_object_add(o, "clean_bytes", r->regions ? json_object_new_int64(llround(r->clean_bytes)) : NULL);
 			json_object_object_add(o, "dirty_bytes", r->regions ? json_object_new_int64(llround(r->dirty_bytes)) : NULL);
 			json_object_object_add(o, "uncleanable_bytes", r->regions
@@ -275,7 +300,7 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 		printf("  no partitions\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct prow *r = &rows[i];
-		char name[TOPIC_CAP + 16], size[32], bar[STATUS_BAR_MAX + 1], ratio[16];
+		char name[TOPIC_CAP + 16], size[32], bar[STATUS_BAR_MAX + 1], ratio[16], freed[48];
 		int len = 0;
 
 		snprintf(name, sizeof(name), "%s/%" PRId32, r->topic, r->pi.partition);
@@ -294,9 +319,15 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 			snprintf(ratio, sizeof(ratio), "%.2f", r->pi.dirty_ratio);
 		else
 			snprintf(ratio, sizeof(ratio), "-");
-		printf("%-24s %10s [%-*s] dirty %-5s last %s%s%s\n", name,
+		freed[0] = '\0';
+		if (r->have_free) {
+			char b[32];
+			snprintf(freed, sizeof(freed), " would free %s",
+			         fmt_bytes(b, sizeof(b), (double)r->would_free));
+		}
+		printf("%-24s %10s [%-*s] dirty %-5s%s last %s%s%s\n", name,
 		       (r->pi.have & P_SIZE) ? fmt_bytes(size, sizeof(size), (double)r->pi.size) : "-",
-		       barw, bar, ratio, (r->pi.have & P_LAST_CLEAN) ? r->pi.last_clean : "-",
+		       barw, bar, ratio, freed, (r->pi.have & P_LAST_CLEAN) ? r->pi.last_clean : "-",
 		       (r->pi.have & P_REASON) ? "  UNCLEANABLE: " : "",
 		       (r->pi.have & P_REASON) ? r->pi.reason : "");
 	}

@@ -659,6 +659,22 @@ assert m["cleaner"] == {"max_dirty_percent": 25, "uncleanable_partitions_count":
 	eq 1 "$(count out '^\* ')" "configs marked as not default"
 }
 
+# The bytes the next pass would free come from the partition's next_pass (the
+# mount's dry run), beside the dirty ratio.
+c_status_would_free() {
+	fake_mount
+	setfattr -n user.topicfs.next_pass -v "range=0-89 first_dirty=40 end_offset=90 first_uncleanable=90 records_read=90 records_dropped=30 bytes_freed=42991616 tombstones_to_stamp=0 tombstones_dropped=0 size_before=1000 size_after=400 map_full=0 uncleanable_reason=active segment" fm/users/0
+	run 0 "$CTL" status fm
+	has out "dirty 0.25  would free 41.0 MiB last 2024-05-01T10:00:00Z"
+	[ "$(grep '^users/1 ' out | grep -c 'would free')" = 0 ] || fail "users/1 has no next_pass: $(cat out)"
+	run 0 "$CTL" status --json fm/users
+	"$PY" -c '
+import json
+p = json.load(open("out"))["mounts"][0]["partitions"]
+assert p[0]["would_free_bytes"] == 42991616 and p[1]["would_free_bytes"] is None, p
+'
+}
+
 c_clean_reports() {
 	fake_mount
 	run 0 "$CTL" clean fm/users/0
@@ -850,6 +866,35 @@ c_mount_files() {
 	"$PY" -c 'import json; d=json.load(open("out")); p=d["partitions"][0]["input"]; assert p["keyed_records"] > 0 and p["distinct_keys"] >= 5, p'
 }
 
+# dump --fate on a mounted partition's directory: each record's fate from a dry
+# run on the partition opened read-only, the same words as the mount's `fate`.
+c_mount_dump_fate() {
+	need_mount
+	local M=$TMP/mnt d=$TMP/data/fates-0 o kv
+	run 0 "$CTL" create "$M/fates" --partitions 1
+	for kv in A=10 B=20 A=11 C=30 A=12 B=21 A=13 B=22; do printf %s "${kv#*=}" > "$M/fates/0/${kv%%=*}"; done
+	setfattr -n user.topicfs.roll -v 1 "$M/fates/0"
+	printf 31 > "$M/fates/0/C"
+	run 0 "$CTL" dump --fate "$d"
+	eq "drop drop drop keep drop drop keep keep not-cleanable" \
+		"$(sed -n 's/^| offset: [0-9]* timestamp: [0-9]* fate: \([a-z-]*\).*/\1/p' out | xargs)" "fates"
+	has out "| offset: 8 timestamp: "
+	has out "fate: not-cleanable active segment key: C value: 31"
+	for o in 0 3 8; do
+		eq "$(getfattr --only-values -n user.topicfs.fate "$M/fates/0/.history/$(printf %020d $o)")" \
+			"$(sed -n "s/^| offset: $o timestamp: [0-9]* fate: \(.*\) key: .*/\1/p" out)" "fate of $o, mount and dump"
+	done
+	run 0 "$CTL" dump --fate --json "$d"
+	json_ok out
+	"$PY" -c '
+import json
+recs = [i for f in json.load(open("out"))["files"] for i in f["items"] if i["type"] == "record"]
+assert [r["fate"] for r in recs][:4] == ["drop", "drop", "drop", "keep"], recs
+'
+	run 1 "$CTL" dump --fate "$d/00000000000000000000.log"
+	has err "partition directory"
+}
+
 c_mount_delete() {
 	need_mount
 	local M=$TMP/mnt
@@ -885,12 +930,14 @@ t_case estimate_sampled_small c_estimate_sampled_small
 t_case estimate_errors c_estimate_errors
 t_case status_regions c_status_regions
 t_case clean_reports c_clean_reports
+t_case status_would_free c_status_would_free
 mount_topicfs || true
 t_case mount_create_describe c_mount_create_describe
 t_case mount_config c_mount_config
 t_case mount_status c_mount_status
 t_case mount_clean_roll c_mount_clean_roll
 t_case mount_files c_mount_files
+t_case mount_dump_fate c_mount_dump_fate
 t_case mount_delete c_mount_delete
 
 echo "topicctl: $pass passed, $fail failed, $skip skipped"
