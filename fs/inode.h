@@ -66,7 +66,6 @@ enum tfs_node_kind {
 	TFS_NODE_KINDS
 };
 
-/* Kinds whose identity includes key bytes. */
 /* What a node names; every pointer borrowed for the call. */
 struct tfs_node_ident {
 	enum tfs_node_kind kind;
