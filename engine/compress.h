@@ -2,8 +2,8 @@
  * exactly as Kafka's clients and brokers write it (docs/format.md §3).
  *
  *   codec   library    framing of the region
- *   gzip    zlib       one or more gzip members (RFC 1952), as java.util.zip's
- *                      GZIPOutputStream writes and GZIPInputStream reads them
+ *   gzip    ISA-L      one or more gzip members (RFC 1952), as java.util.zip's
+ *           (igzip)    GZIPOutputStream writes and GZIPInputStream reads them
  *   snappy  libsnappy  xerial's framing (snappy-java's SnappyOutputStream, which
  *                      Kafka uses): the 8-byte magic 82 'SNAPPY' 00, int32 version,
  *                      int32 minimum compatible version, then blocks of an int32
@@ -15,7 +15,8 @@
  *                      Lz4BlockOutputStream writes it; any valid frame is read
  *   zstd    libzstd    one or more zstd frames, with or without a content size
  *
- * Levels: gzip at zlib's default (Kafka's -1), lz4 at liblz4's fast level (Kafka's
+ * Levels: gzip at igzip's level 1 (about zlib's default ratio, Kafka's -1, at ten
+ * times its speed: bench/bench_libs), lz4 at liblz4's fast level (Kafka's
  * default level 9 also selects the fast compressor), zstd at the topic's
  * compression.zstd.level.
  *
@@ -36,14 +37,14 @@ struct tfs_inflater {
 	uint8_t *buf;              /* the decompressed region, grown as needed, owned */
 	size_t cap;
 	void *zstd;                /* ZSTD_DCtx */
-	void *zlib;                /* z_stream, inflate state */
+	void *gzip;                /* ISA-L inflate_state */
 	void *lz4;                 /* LZ4F_dctx */
 };
 
 struct tfs_deflater {
 	void *zstd;                /* ZSTD_CCtx */
 	int zstd_level;            /* the level zstd is set to (valid if zstd) */
-	void *zlib;                /* z_stream, deflate state */
+	void *gzip;                /* ISA-L isal_zstream and its level buffer */
 	void *lz4;                 /* LZ4F_cctx */
 };
 
