@@ -102,15 +102,8 @@ static inline enum tfs_codec tfs_batch_codec(const struct tfs_batch_header *h)
 	return (enum tfs_codec)(h->attributes & TFS_ATTR_CODEC_MASK);
 }
 
-/* CRC-32C of buf, continuing from crc (start with 0). Uses the CPU's crc32
- * instruction (SSE4.2) when present, a slicing table otherwise. */
+/* CRC-32C of buf, continuing from crc (start with 0), through ISA-L (crc32c.c). */
 uint32_t tfs_crc32c(uint32_t crc, const void *buf, size_t len);
-/* The two implementations behind tfs_crc32c, for tests and benchmarks: the portable
- * slicing table, and the SSE4.2 instruction. tfs_crc32c_hw falls back to the table
- * when tfs_crc32c_hw_available() is false (no SSE4.2, or not an x86-64 build). */
-uint32_t tfs_crc32c_sw(uint32_t crc, const void *buf, size_t len);
-uint32_t tfs_crc32c_hw(uint32_t crc, const void *buf, size_t len);
-bool tfs_crc32c_hw_available(void);
 
 /* Decodes the first 61 bytes of buf into *h. Checks: avail >= 17 to read magic,
  * magic == 2, length >= 49, avail >= 61. Does not check the CRC or that the whole
