@@ -122,7 +122,7 @@ typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs
  * control, transactional, log-append-time or delete-horizon batch, no records,
  * offset deltas other than 0..n-1, a producer id without a sequence),
  * -EBADMSG (a CRC or record structure that does not check), -EFBIG (larger than
- * max.message.bytes), TFS_EUNSUPPORTED (magic 0/1, gzip, snappy, lz4). Otherwise
+ * max.message.bytes), TFS_EUNSUPPORTED (magic 0/1). Otherwise
  * as tfs_plog_append. */
 int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,
                           tfs_offset_t *first, size_t *count, tfs_plog_records_fn committed,
