@@ -8,7 +8,7 @@
  * Borrows: the io context and every registered partition log (the engine keeps a
  * partition open until tfs_cleaner_unregister has returned for it).
  *
- * What a pass does (reference §2; the code is in cleaner_pass.c):
+ * What a pass does (docs/cleaner.md; the code is in cleaner_pass.c):
  *
  *   log start        first dirty (checkpoint)     first uncleanable     active base
  *   |---- clean ---------|------- dirty --------------|--- uncleanable ----|-- active --|

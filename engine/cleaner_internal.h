@@ -211,7 +211,7 @@ struct tfs__pass_in {
 	void *fate_arg;
 };
 
-/* One cleaning pass (reference §2.4): selection figures, offset map, recopy of every
+/* One cleaning pass (docs/cleaner.md §3-§6): selection figures, offset map, recopy of every
  * group up to the map's end, a swap per group. On success st->end_offset is the new
  * checkpoint. -ECANCELED when aborted (nothing of the current group is left behind;
  * groups already swapped stay swapped, which is harmless). */

@@ -1,5 +1,5 @@
 /* cleaner_pass.c - one cleaning pass over one partition (Kafka's Cleaner.doClean,
- * reference §2.4-§2.8).
+ * docs/cleaner.md §3-§6).
  *
  * A pass, step by step:
  *

@@ -1,4 +1,4 @@
-/* xattr.c - the user.topicfs.* attributes (see xattr.h and DESIGN's table).
+/* xattr.c - the user.topicfs.* attributes (see xattr.h and docs/semantics.md §6).
  *
  *   on          name                          access
  *   key         offset timestamp partition    read  (of the newest record)
@@ -335,7 +335,7 @@ static int get_uncleanable_reason(struct xctx *c, struct xbuf *x)
 
 	if (rc < 0)
 		return rc;
-	/* DESIGN: "empty, or why": an empty value, not an absent one. */
+	/* docs/semantics.md §6: "empty, or why": an empty value, not an absent one. */
 	return xb_put(x, c->ci.uncleanable_reason, strlen(c->ci.uncleanable_reason));
 }
 

@@ -7,7 +7,7 @@
  * Two kinds of command, and they never mix:
  *
  *   through a MOUNT (the daemon does the work; topicctl only uses the namespace
- *   and the user.topicfs.* attributes that DESIGN.md §1 documents, exactly as
+ *   and the user.topicfs.* attributes that docs/semantics.md §6 documents, exactly as
  *   mkdir, rmdir, rm, getfattr and setfattr would):
  *       create, describe, config, delete, status, clean, roll
  *   on FILES, read-only, through engine/log_inspect.h (no daemon needed; safe on

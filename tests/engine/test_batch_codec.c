@@ -1,6 +1,6 @@
 /* test_batch_codec.c - RecordBatch v2 codec: golden bytes, round trips, corruption.
  *
- * Golden vectors are the byte strings of kafka-internals.md §1.6, which were checked
+ * Golden vectors are the byte strings of docs/format.md §5, which were checked
  * against Kafka's own Java code; encode must reproduce them byte for byte and decode
  * must return every field. The corruption tests copy each damaged batch into a heap
  * buffer of exactly its length so that AddressSanitizer catches any read past it.
@@ -156,7 +156,7 @@ static void check_records(struct tfs_record_iter *it, const uint8_t *buf, size_t
 	assert_int_equal(i, n);
 }
 
-/* ---- varints (reference §1.3) --------------------------------------------------- */
+/* ---- varints (docs/format.md §4) ------------------------------------------------- */
 
 static const struct {
 	int32_t v;
@@ -255,7 +255,7 @@ static void test_varint_roundtrip(void **state)
 	}
 }
 
-/* ---- golden vectors (reference §1.6) --------------------------------------------
+/* ---- golden vectors (docs/format.md §5) ------------------------------------------
  *
  * Two vectors as printed in the reference lost one 00 byte each where the text was
  * wrapped: the COMMIT marker prints 77 bytes (its producer id as 7 bytes,
@@ -901,7 +901,7 @@ static void test_log_append_time(void **state)
 }
 
 /* The empty form keeps timestamp type, transactional and control; drops codec and
- * horizon (reference §1.5). */
+ * horizon (docs/format.md §5). */
 static void test_write_empty_flags(void **state)
 {
 	(void)state;

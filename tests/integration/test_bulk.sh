@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_bulk.sh - .append and .put (DESIGN §1 "Bulk lines"): one line = one record, the
+# test_bulk.sh - .append and .put (docs/semantics.md §3): one line = one record, the
 # lines of one write(2) = one batch, a malformed line fails its write with nothing
 # appended, a last line without a newline is appended at close. And .batches: record
 # batches built by kafka-python, appended as they came; what a broker refuses is

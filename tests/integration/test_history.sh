@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_history.sh - .history views and remount (DESIGN §1 "History views", §5): one
+# test_history.sh - .history views and remount (docs/semantics.md §7, §10): one
 # read-only file per record named by its 20-digit offset, tombstones told apart by an
 # attribute, and a remount that keeps every key and every record, byte for byte.
 . "$(dirname "$0")/lib.sh"

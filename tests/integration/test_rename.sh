@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_rename.sh - rename (DESIGN §1 "Writing"): inside one partition it appends
+# test_rename.sh - rename (docs/semantics.md §4): inside one partition it appends
 # b = value(a) and the tombstone of a in one batch; across partitions or topics it is
 # EXDEV, and mv falls back to copy and unlink.
 . "$(dirname "$0")/lib.sh"

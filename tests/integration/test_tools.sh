@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_tools.sh - whole-tree tools and editors (DESIGN §1: "A plain cp -r MOUNT/users
+# test_tools.sh - whole-tree tools and editors (docs/semantics.md §1: "cp -r MOUNT/users
 # cache/ is therefore an exact bootstrap", "Editors must just work"): cp -r, find,
 # grep -r, sed -i, a vim-style save (swap file, temp file, rename over, fsync), vim.
 . "$(dirname "$0")/lib.sh"

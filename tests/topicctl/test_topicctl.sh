@@ -567,7 +567,7 @@ c_estimate_errors() {
 }
 
 # ---- the cleaner's attributes, on a stand-in mount --------------------------------------
-# status, describe and clean read only DESIGN's user.topicfs.* names and
+# status, describe and clean read only docs/semantics.md §6's user.topicfs.* names and
 # MOUNT/.topicfs/metrics, so a plain directory tree carrying them (user xattrs on the
 # test's file system) checks their rendering exactly, cleaner or no cleaner.
 
