@@ -38,6 +38,7 @@
 #ifndef TFS_LOG_DAMAGE_H
 #define TFS_LOG_DAMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,16 +58,20 @@ enum tfs_batch_fate {
 
 /* Frames the batch at the start of p (avail bytes there, left bytes to the end
  * of the file). Returns its size (12 + length), or 0 with *why when it cannot be
- * framed (REST). Magic 0 or 1 is not garbage but another format: the caller
- * checks for TFS_EUNSUPPORTED with tfs_batch_header_decode first. */
+ * framed (REST); *torn then says whether it is because the file ends inside the
+ * batch (what a crash leaves) rather than garbage. Magic 0 or 1 is not garbage
+ * but another format: the caller checks for TFS_EUNSUPPORTED with
+ * tfs_batch_header_decode first. */
 static inline size_t tfs_damage_frame(const uint8_t *p, size_t avail, int64_t left,
-                                      const char **why)
+                                      const char **why, bool *torn)
 {
 	uint32_t length;
 	size_t size;
 
+	*torn = false;
 	if (left < TFS_DAMAGE_FRAME_BYTES || avail < TFS_DAMAGE_FRAME_BYTES) {
 		*why = "the file ends inside a batch header";
+		*torn = left < TFS_DAMAGE_FRAME_BYTES;
 		return 0;
 	}
 	if (p[16] != TFS_BATCH_MAGIC) {
@@ -85,6 +90,7 @@ static inline size_t tfs_damage_frame(const uint8_t *p, size_t avail, int64_t le
 	}
 	if ((int64_t)size > left) {
 		*why = "the file ends inside the batch";
+		*torn = true;
 		return 0;
 	}
 	return size;

@@ -389,6 +389,7 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		struct tfs_batch_header h;
 		enum tfs_batch_fate fate = TFS_FATE_GOOD;
 		size_t size, off;
+		bool torn;
 
 		/* make at least a header available */
 		if (pos + TFS_BATCH_HEADER_BYTES > wstart + (tfs_pos_t)wlen) {
@@ -411,7 +412,7 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		rc = tfs_batch_header_decode(sc->buf + off, wlen - off, &h, &why);
 		if (rc == TFS_EUNSUPPORTED)
 			break;
-		size = tfs_damage_frame(sc->buf + off, wlen - off, file_size - pos, &why);
+		size = tfs_damage_frame(sc->buf + off, wlen - off, file_size - pos, &why, &torn);
 		if (size == 0) {
 			fate = TFS_FATE_REST;
 		} else if (rc == -EAGAIN) {
