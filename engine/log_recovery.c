@@ -410,8 +410,8 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		}
 		off = (size_t)(pos - wstart);
 		rc = tfs_batch_header_decode(sc->buf + off, wlen - off, &h, &why);
-		if (rc == TFS_EUNSUPPORTED)
-			break;
+		if (rc == TFS_EUNSUPPORTED && d.pos < 0)
+			break;                          /* magic 0/1 where a batch must start */
 		size = tfs_damage_frame(sc->buf + off, wlen - off, file_size - pos, &why, &torn);
 		if (size == 0) {
 			fate = TFS_FATE_REST;
