@@ -17,6 +17,7 @@
 #include "io/io.h"
 
 #define ASIDE_DIR ".repaired"          /* DATA_DIR/.repaired/: what repairs cut */
+#define ASIDE_TRIES 100
 
 const char repair_help[] =
 	"usage: topicctl repair [--yes] [--json] DATA_DIR [TOPIC | TOPIC-PARTITION]\n"
@@ -118,11 +119,18 @@ static int make_aside(const char *data_dir, const char *name, char *out, size_t 
 	snprintf(top, sizeof(top), "%s/%s", data_dir, ASIDE_DIR);
 	if (mkdir(top, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	if ((size_t)snprintf(out, cap, "%s/%s.%s", top, name, stamp) >= cap)
-		return -ENAMETOOLONG;
-	if (mkdir(out, 0700) < 0)
-		return -errno;
-	return 0;
+	/* two repairs within a second get .2, .3, ... */
+	for (int n = 1; n < ASIDE_TRIES; n++) {
+		int len = n == 1 ? snprintf(out, cap, "%s/%s.%s", top, name, stamp)
+		                 : snprintf(out, cap, "%s/%s.%s.%d", top, name, stamp, n);
+		if (len < 0 || (size_t)len >= cap)
+			return -ENAMETOOLONG;
+		if (mkdir(out, 0700) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
 }
 
 static void repair_partition(struct repair_run *r, const char *name)
