@@ -140,7 +140,11 @@ static void repair_partition(struct repair_run *r, const char *name)
 	const char *result;
 	int rc;
 
-	snprintf(dir, sizeof(dir), "%s/%s", r->data_dir, name);
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", r->data_dir, name) >= sizeof(dir)) {
+		complain("%s/%s: path too long", r->data_dir, name);
+		r->failed++;
+		return;
+	}
 	rc = tfs_repair_plan(r->io, dir, &p);
 	if (rc == -ENOENT) {
 		result = "no segments";
