@@ -11,6 +11,9 @@
  * share a cookie form a group that is always emitted whole: a buffer never ends in
  * the middle of a group, and resuming after a cookie resumes after the whole group.
  *
+ * A partition with an unreadable region (found at open, see partition_log.h) lists
+ * every key it knows and then fails with EIO instead of the end of the listing.
+ *
  * The visitor runs under the partition's read lock, so it only copies names out
  * (no fs lock, no node creation there: see the lock order in inode.h); entries and
  * readdirplus nodes are made after the scan returns.
@@ -320,8 +323,17 @@ static void partition_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_no
 		}
 		used += len;
 	}
+	if (rc == 0 && used == 0 && tfs_plog_damage(pl, NULL, 0) > 0) {
+		/* Every known key was listed, but an unreadable region may hold keys
+		 * nobody can name: the listing cannot be called complete (logged at
+		 * open). ls shows what came and fails; cp -r and tar fail. */
+		tfs_reply_err(req, TFS_EDAMAGED, "partition directory");
+		used = 0;
+		goto out;
+	}
 reply:
 	fuse_reply_buf(req, buf, used);
+out:
 	free(buf);
 	free(s.ents);
 	free(s.arena);

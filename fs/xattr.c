@@ -11,6 +11,7 @@
  *   partition   dirty_ratio first_dirty_offset first_uncleanable_offset
  *               last_clean uncleanable_reason read (the cleaner's state)
  *   partition   clean                         write (a pass now; returns when done)
+ *   partition   damage                        read (unreadable regions found at open)
  *   hist entry  key timestamp tombstone producer_id sequence   read
  *   hist entry  region delete_horizon         read (the cleaner's view of it)
  *   hist entry  superseded_by fate            read (the next pass's, history_fate.c)
@@ -34,6 +35,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +341,35 @@ static int get_uncleanable_reason(struct xctx *c, struct xbuf *x)
 	return xb_put(x, c->ci.uncleanable_reason, strlen(c->ci.uncleanable_reason));
 }
 
+/* One line per unreadable region of a sealed segment (partition_log.h):
+ * "FILE:POSITION: bytes A..B unreadable (WHY); offsets C..D unknown". Empty when
+ * the partition reads whole; present on read-only mounts too. */
+static int get_damage(struct xctx *c, struct xbuf *x)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	struct tfs_plog_damage *d = NULL;
+	size_t n;
+	int rc = 0;
+
+	if (!pl)
+		return -ENOENT;
+	n = tfs_plog_damage(pl, NULL, 0);
+	if (n && !(d = calloc(n, sizeof(*d))))
+		return -ENOMEM;
+	n = tfs_plog_damage(pl, d, n);     /* a region only goes, never comes */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char line[PATH_MAX + 256];
+		int len = snprintf(line, sizeof(line), "%s%s/%020" PRId64 ".log:%" PRId64 ": bytes %"
+		                   PRId64 "..%" PRId64 " unreadable (%s); offsets %" PRId64 "..%"
+		                   PRId64 " unknown", i ? "\n" : "", tfs_plog_path(pl),
+		                   d[i].segment_base, d[i].pos, d[i].pos, d[i].end - 1, d[i].why,
+		                   d[i].first, d[i].next - 1);
+		rc = xb_put(x, line, len < (int)sizeof(line) ? (size_t)len : sizeof(line) - 1);
+	}
+	free(d);
+	return rc < 0 ? rc : xb_put(x, "", 0);
+}
+
 static int get_region(struct xctx *c, struct xbuf *x)
 {
 	const char *r;
@@ -453,6 +484,7 @@ static const struct xattr_row rows[] = {
 	{ "first_uncleanable_offset", K(TFS_NODE_PARTITION), get_first_uncleanable, NULL, true },
 	{ "last_clean", K(TFS_NODE_PARTITION), get_last_clean, NULL, true },
 	{ "uncleanable_reason", K(TFS_NODE_PARTITION), get_uncleanable_reason, NULL, true },
+	{ "damage", K(TFS_NODE_PARTITION), get_damage, NULL, true },
 	{ "roll", K(TFS_NODE_PARTITION), NULL, set_roll, false },
 	{ "clean", K(TFS_NODE_PARTITION), NULL, set_clean, false },
 	{ "region", K(TFS_NODE_HIST_ENTRY), get_region, NULL, true },

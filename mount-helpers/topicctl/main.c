@@ -215,6 +215,7 @@ static const struct command commands[] = {
 	{ "dump", cmd_dump, "print the batches and records of segment files", dump_help },
 	{ "verify", cmd_verify, "check a data directory's files", verify_help },
 	{ "estimate", cmd_estimate, "estimate what compaction would save", estimate_help },
+	{ "repair", cmd_repair, "truncate a damaged log at its first unreadable batch", repair_help },
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
