@@ -719,10 +719,11 @@ assert m["cleaner"] == {"max_dirty_percent": 25, "uncleanable_partitions_count":
 c_status_would_free() {
 	fake_mount
 	setfattr -n user.topicfs.next_pass -v "range=0-89 first_dirty=40 end_offset=90 first_uncleanable=90 records_read=90 records_dropped=30 bytes_freed=42991616 tombstones_to_stamp=0 tombstones_dropped=0 size_before=1000 size_after=400 map_full=0 uncleanable_reason=active segment" fm/users/0
-	run 0 "$CTL" status fm
+	# (the fake mount's users/2 is uncleanable, so status exits 1)
+	run 1 "$CTL" status fm
 	has out "dirty 0.25  would free 41.0 MiB last 2024-05-01T10:00:00Z"
 	[ "$(grep '^users/1 ' out | grep -c 'would free')" = 0 ] || fail "users/1 has no next_pass: $(cat out)"
-	run 0 "$CTL" status --json fm/users
+	run 1 "$CTL" status --json fm/users
 	"$PY" -c '
 import json
 p = json.load(open("out"))["mounts"][0]["partitions"]
