@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,140 @@ static void a_249_character_topic_name_persists(void **state)
 	tfs_topic_unref(t);
 }
 
+/* Entries of the data directory that start with the topic name's first letters
+ * (its partition directories, whole or renamed), and files in topics/. */
+static int leftovers(struct fx *f, const char *topic)
+{
+	char p[4200];
+	struct dirent *de;
+	DIR *d = opendir(f->dir);
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		bool extra = !strncmp(de->d_name, topic, 32);
+		if (extra)
+			print_message("left over: %s\n", de->d_name);
+		n += extra;
+	}
+	closedir(d);
+	snprintf(p, sizeof(p), "%s/topics", f->dir);
+	d = opendir(p);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		bool extra = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+		if (extra)
+			print_message("left over: topics/%s\n", de->d_name);
+		n += extra;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Regression (issue 11, bug 6): "<topic>-<N>.<stamp>-delete" did not fit in 255
+ * bytes for names of 233 characters and more: the rename failed with
+ * ENAMETOOLONG and the topic came back at every open. */
+static void a_249_character_topic_is_deleted_for_good(void **state)
+{
+	struct fx *f = *state;
+	char name[250];
+	struct tfs_topic *t;
+
+	memset(name, 'd', 249);
+	name[249] = '\0';
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, name, 12, 0, 0, 0755), 0);
+	t = tfs_engine_topic_get(f->e, name);
+	put(tfs_topic_partition(t, 11), "k", "v");
+	tfs_topic_unref(t);
+	assert_int_equal(tfs_engine_topic_delete(f->e, name, true), 0);
+	assert_null(tfs_engine_topic_get(f->e, name));
+	assert_int_equal(leftovers(f, name), 0);
+	open_engine(f);
+	assert_null(tfs_engine_topic_get(f->e, name));
+	assert_int_equal(tfs_engine_topic_create(f->e, name, 1, 0, 0, 0755), 0);
+}
+
+struct del_crash {
+	struct fx *f;
+	const char *name;
+};
+
+static int delete_child(void *arg, const char *spec, int fd)
+{
+	struct del_crash *c = arg;
+	struct tfs_engine *e = NULL;
+	char done = 1;
+
+	if (tfs_engine_open(&c->f->cfg, &e) < 0)
+		return 1;
+	if (tfs_io_set_fault(tfs_engine_io(e), spec) < 0 ||
+	    tfs_engine_topic_delete(e, c->name, true) < 0)
+		return 1;
+	if (write(fd, &done, 1) != 1)
+		return 1;
+	tfs_engine_close(e);
+	return 0;
+}
+
+/* A deletion killed at each of its disk operations in turn: at the next open the
+ * topic is whole (its keys read back) or gone with every file, never half (it used
+ * to come back with some partitions empty). Once with a short name, once with the
+ * longest. */
+static void sweep_deletion(struct fx *f, const char *name)
+{
+	bool finished = false;
+	int gone_from = -1;
+
+	for (int n = 1; !finished; n++) {
+		struct del_crash c = { f, name };
+		struct tfs_topic *t;
+		char done;
+		size_t acked;
+
+		open_engine(f);
+		if (!(t = tfs_engine_topic_get(f->e, name))) {
+			assert_int_equal(tfs_engine_topic_create(f->e, name, 3, 0, 0, 0755), 0);
+			t = tfs_engine_topic_get(f->e, name);
+			for (int32_t p = 0; p < 3; p++)
+				put(tfs_topic_partition(t, p), "k", "v");
+		}
+		tfs_topic_unref(t);
+		tfs_engine_close(f->e);
+		f->e = NULL;
+		acked = t_crash_run(delete_child, &c, n, &done, 1, 1, &finished);
+		open_engine(f);
+		t = tfs_engine_topic_get(f->e, name);
+		if (t) {
+			assert_int_equal(acked, 0);
+			assert_int_equal(tfs_topic_partition_count(t), 3);
+			for (int32_t p = 0; p < 3; p++) {
+				struct tfs_keyinfo info;
+				assert_int_equal(tfs_plog_lookup(tfs_topic_partition(t, p),
+				                                 tfs_slice_make("k", 1), &info), 0);
+			}
+			tfs_topic_unref(t);
+		} else {
+			assert_int_equal(leftovers(f, name), 0);
+			if (gone_from < 0)
+				gone_from = n;
+		}
+		assert_true(n < 200);
+	}
+	assert_true(gone_from > 1);             /* some crash points came before the commit */
+}
+
+static void a_deletion_killed_at_any_step_is_whole_or_gone(void **state)
+{
+	struct fx *f = *state;
+	char name[250];
+
+	sweep_deletion(f, "short");
+	memset(name, 'c', 249);
+	name[249] = '\0';
+	sweep_deletion(f, name);
+}
+
 static void names_list_sorted(void **state)
 {
 	struct fx *f = *state;
@@ -273,6 +408,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_partition_directory_without_config_is_a_broker_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_249_character_topic_name_persists, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_249_character_topic_is_deleted_for_good, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_deletion_killed_at_any_step_is_whole_or_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
 	};
