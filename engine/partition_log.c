@@ -265,7 +265,8 @@ static size_t record_bytes(const struct tfs_append_rec *r)
 	return n;
 }
 
-/* Rolls when the active segment cannot take incoming more bytes, is older than
+/* Rolls when the active segment cannot take the incoming bytes (the group's
+ * encoded batches; into an empty segment they go whatever their size), is older than
  * segment.ms, or its index is full (Kafka's LogSegment.shouldRoll). Age is the
  * incoming records' newest timestamp (incoming_ts) less the first batch's, as in
  * Kafka: a producer's old CreateTime timestamps do not roll every batch. Leader
@@ -522,11 +523,6 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		rc = pl->failed;
 		goto out;
 	}
-	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nrecs, incoming_ts)) {
-		rc = roll_locked(pl);
-		if (rc < 0)
-			goto out;
-	}
 	/* a unit adds at most a batch and the wbuf run before it; then the tail */
 	g.spans = malloc(sizeof(*g.spans) * nunits);
 	g.pieces = malloc(sizeof(*g.pieces) * (2 * nunits + 1));
@@ -584,6 +580,14 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	}
 	if (in_batch) {
 		rc = finish_batch(pl, &g, batch_base, next - 1, now, true);
+		if (rc < 0)
+			goto out;
+	}
+	/* Kafka's UnifiedLog.maybeRoll, with the exact bytes about to be written (the
+	 * group is one append, like the batches of one produce request): encoding
+	 * depends on offsets only, and a roll keeps end_offset. */
+	if (should_roll(pl, g.total, pl->end_offset + (tfs_offset_t)nrecs, incoming_ts)) {
+		rc = roll_locked(pl);
 		if (rc < 0)
 			goto out;
 	}

@@ -236,6 +236,50 @@ static void roll_on_request_and_reads_cross_segments(void **state)
 	}
 }
 
+/* Regression (issue 11): the roll check counted a record bound without the batch
+ * header, so a segment grew up to ~32 bytes past segment.bytes. Kafka's rule is
+ * exact: roll before a batch when size > segment.bytes - batch size; a batch larger
+ * than segment.bytes still goes into an empty segment, alone. */
+static void segments_roll_before_the_batch_that_would_overflow(void **state)
+{
+	struct fx *f = *state;
+	char p[4200], v[2048];
+	long batch;
+	int64_t base = 0;
+	enum { PER_SEGMENT = 10, SLACK = 10 };
+
+	f->pl = open_pl(f);
+	memset(v, 'v', 20);
+	v[20] = '\0';
+	put(f->pl, "k00", v);
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 0);
+	batch = t_file_size(p);
+	assert_true(batch > 61 && batch < 200);
+	/* ten batches fit, an eleventh would overflow by batch - SLACK bytes */
+	f->cfg.segment_bytes = (PER_SEGMENT + 1) * batch - SLACK;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	for (int i = 1; i < 100; i++) {
+		char k[8];
+		snprintf(k, sizeof(k), "k%02d", i);
+		put(f->pl, k, v);
+	}
+	for (int i = 0; i < 100 / PER_SEGMENT; i++) {
+		snprintf(p, sizeof(p), "%s/%020" PRId64 ".log", f->path, base);
+		assert_int_equal(t_file_size(p), PER_SEGMENT * batch);
+		base += PER_SEGMENT;
+	}
+	/* one batch larger than segment.bytes: a segment of its own */
+	memset(v, 'w', 2000);
+	v[2000] = '\0';
+	assert_int_equal(put(f->pl, "big", v), 100);
+	put(f->pl, "after", "x");
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 100);
+	assert_true(t_file_size(p) > 2000);
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 101);
+	assert_int_equal(t_file_size(p), batch + 2 - 19);   /* key 2 bytes longer, value 19 shorter */
+	assert_value(f->pl, "big", v);
+}
+
 static void cursor_from_a_missing_offset_starts_at_the_next(void **state)
 {
 	struct fx *f = *state;
@@ -876,6 +920,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_value_over_max_message_bytes_is_efbig_and_appends_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(everything_survives_a_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(roll_on_request_and_reads_cross_segments, setup, teardown),
+		cmocka_unit_test_setup_teardown(segments_roll_before_the_batch_that_would_overflow, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_from_a_missing_offset_starts_at_the_next, setup, teardown),
 		cmocka_unit_test_setup_teardown(zstd_topics_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(truncation_at_every_byte_recovers_the_whole_batches_before, setup, teardown),
