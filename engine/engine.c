@@ -38,6 +38,7 @@
 #define TOPIC_NAME_MAX 249           /* Kafka's limit */
 #define DEFAULT_MAX_OPEN_FILES 4096
 #define DEFAULT_TOPIC_MODE 0755
+#define REFUSED_TOPIC_MODE 0500      /* its real mode is unknown: the owner only */
 #define PATH_CAP 4096
 #define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
 #define MAX_PARTITIONS 100000
@@ -56,6 +57,7 @@ struct tfs_topic {
 	struct tfs_plog **parts;
 	int32_t nparts;                  /* read with acquire: grows only */
 	atomic_bool deleted;
+	bool config_refused;             /* topics/<topic> did not load: read-only */
 };
 
 struct tfs_engine {
@@ -108,6 +110,7 @@ bool tfs_engine_read_only(const struct tfs_engine *e) { return e->cfg.read_only;
 const char *tfs_engine_data_dir(const struct tfs_engine *e) { return e->data_dir; }
 const char *tfs_topic_name(const struct tfs_topic *t) { return t->name; }
 bool tfs_topic_deleted(const struct tfs_topic *t) { return atomic_load(&t->deleted); }
+bool tfs_topic_config_refused(const struct tfs_topic *t) { return t->config_refused; }
 
 int32_t tfs_topic_partition_count(struct tfs_topic *t)
 {
@@ -175,7 +178,7 @@ struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e)
 /* Hands partitions [from, t->nparts) to the cleaner; a failure only costs cleaning. */
 static void cleaner_register(struct tfs_engine *e, struct tfs_topic *t, int32_t from)
 {
-	for (int32_t p = from; e->cleaner && p < t->nparts; p++) {
+	for (int32_t p = from; e->cleaner && !t->config_refused && p < t->nparts; p++) {
 		int rc = tfs_cleaner_register(e->cleaner, t->parts[p], t->name, p);
 		if (rc < 0)
 			tfs_log_error("engine", "cannot hand %s-%" PRId32 " to the cleaner: %s", t->name, p,
@@ -188,7 +191,7 @@ static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tf
 {
 	struct tfs_plog_env env = {
 		.io = t->e->io, .fdcache = t->e->fdcache, .config = &t->cfg,
-		.read_only = t->e->cfg.read_only,
+		.read_only = t->e->cfg.read_only || t->config_refused,
 	};
 	char path[PATH_CAP];
 
@@ -471,6 +474,12 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 		return -ENOENT;
 	}
 	t = e->topics[at];
+	if (t->config_refused) {
+		pthread_rwlock_unlock(&e->lock);
+		tfs_log_error("engine", "cannot delete topic %s: its config file did not load; fix "
+		              "or remove %s/%s/%s and remount", name, e->data_dir, CONFIG_DIR, name);
+		return TFS_EREADONLY;
+	}
 	if (!force) {
 		for (int32_t i = 0; i < t->nparts; i++) {
 			if (tfs_plog_live_keys(t->parts[i]) > 0) {
@@ -534,7 +543,7 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
 	struct tfs_plog *pl = NULL;
 	int rc;
 
-	if (t->e->cfg.read_only)
+	if (t->e->cfg.read_only || t->config_refused)
 		return TFS_EREADONLY;
 	pthread_mutex_lock(&t->lock);
 	if (atomic_load(&t->deleted)) {
@@ -591,8 +600,8 @@ static int topic_commit(struct tfs_topic *t, const struct tfs_topic_config *c,
 	struct tfs_topic_meta old_m = t->meta;
 	int rc;
 
-	if (t->e->cfg.read_only)
-		return TFS_EREADONLY;
+	if (t->e->cfg.read_only || t->config_refused)
+		return TFS_EREADONLY;       /* the file that did not load stays as it is */
 	if (atomic_load(&t->deleted))
 		return -ENOENT;
 	t->cfg = *c;
@@ -755,9 +764,15 @@ static int load_configs(struct tfs_engine *e)
 		snprintf(path, sizeof(path), "%s/%s/%s", e->data_dir, CONFIG_DIR, de->d_name);
 		rc = tfs_topic_config_load(path, &t->cfg, &t->meta);
 		if (rc < 0) {
-			tfs_log_error("engine", "cannot load %s: %s; topic %s uses the defaults",
-			              path, tfs_strerror(rc), de->d_name);
+			/* Its owner, mode and configs are unknown: guessing them would
+			 * publish a private topic or let the next save overwrite the file.
+			 * The topic is served read-only, to its owner only, as it is. */
+			tfs_log_error("engine", "cannot load %s: %s; topic %s is read-only (mode %04o) "
+			              "and the file is left as it is: fix it and remount", path,
+			              tfs_strerror(rc), de->d_name, REFUSED_TOPIC_MODE);
 			t->cfg = e->cfg.topic_defaults;
+			t->meta.mode = REFUSED_TOPIC_MODE;
+			t->config_refused = true;
 			rc = 0;
 		} else if (t->meta.deleting) {
 			t->nparts = -3;     /* a deletion committed: finish_deletions */
@@ -864,7 +879,7 @@ static int load_topics(struct tfs_engine *e)
 		bool has_config = t->nparts == -2;
 		int32_t want = t->meta.partitions;
 
-		if (!has_config) {
+		if (!has_config && !t->config_refused) {
 			/* no config: a topic copied from a Kafka broker, or a creation that
 			 * never committed (empty directories) */
 			bool any = false;

@@ -80,6 +80,12 @@ int tfs_engine_topic_names(struct tfs_engine *e, char ***names, size_t *count);
 
 const char *tfs_topic_name(const struct tfs_topic *t);
 bool tfs_topic_deleted(const struct tfs_topic *t);
+/* True when DATA_DIR/topics/<topic> did not load at open (logged with the line):
+ * the topic is served read-only with mode 0500 and its defaults, and every change
+ * (write, config, owner, mode, new partition, deletion) is TFS_EREADONLY, so the
+ * file stays as the operator left it until it is fixed and the data directory
+ * opened again. */
+bool tfs_topic_config_refused(const struct tfs_topic *t);
 int32_t tfs_topic_partition_count(struct tfs_topic *t);
 /* Borrowed partition log, valid while the caller holds its topic reference and
  * the topic is not deleted. NULL if out of range. */

@@ -362,6 +362,62 @@ static void a_deletion_killed_at_any_step_is_whole_or_gone(void **state)
 	sweep_deletion(f, name);
 }
 
+/* Regression (issue 11): a config file that did not load gave the topic the
+ * default owner and mode (publishing a private topic) and the next change
+ * overwrote the file. Now the file stays byte for byte, the topic reads but
+ * refuses every change, and its mode is its owner's only. */
+static void a_garbage_config_file_leaves_its_topic_read_only(void **state)
+{
+	struct fx *f = *state;
+	static const char garbage[] = "segment.bytes=lots\ntopicfs.mode=0700\n";
+	struct tfs_topic *t;
+	struct tfs_topic_meta m;
+	char p[4200];
+	uint8_t *text;
+	long len;
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "priv", 2, 1000, 1000, 0700), 0);
+	t = tfs_engine_topic_get(f->e, "priv");
+	put(tfs_topic_partition(t, 0), "k", "v");
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
+	snprintf(p, sizeof(p), "%s/topics/priv", f->dir);
+	t_write_file(p, garbage, strlen(garbage));
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "priv");
+	assert_non_null(t);
+	assert_true(tfs_topic_config_refused(t));
+	assert_int_equal(tfs_topic_partition_count(t), 2);   /* partition 1 is empty: kept */
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_key(tfs_topic_partition(t, 0), tfs_slice_make("k", 1), &rc), 0);
+		tfs_record_copy_release(&rc);
+	}
+	tfs_topic_get_meta(t, &m);
+	assert_int_equal(m.mode, 0500);
+	{
+		struct tfs_append_rec r = { 0 };
+		r.key = tfs_slice_make("k", 1);
+		assert_int_equal(tfs_plog_append(tfs_topic_partition(t, 0), &r, 1, false, NULL, NULL),
+		                 TFS_EREADONLY);
+	}
+	assert_int_equal(tfs_topic_set_config(t, "segment.bytes", "1048576"), TFS_EREADONLY);
+	assert_int_equal(tfs_topic_set_mode(t, 0755), TFS_EREADONLY);
+	assert_int_equal(tfs_topic_add_partition(t, 2), TFS_EREADONLY);
+	assert_int_equal(tfs_engine_topic_delete(f->e, "priv", true), TFS_EREADONLY);
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
+	len = t_read_file(p, &text);
+	assert_int_equal(len, (long)strlen(garbage));
+	assert_memory_equal(text, garbage, len);
+	free(text);
+	snprintf(p, sizeof(p), "%s/priv-1", f->dir);
+	assert_int_equal(access(p, F_OK), 0);
+}
+
 static void names_list_sorted(void **state)
 {
 	struct fx *f = *state;
@@ -410,6 +466,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_249_character_topic_name_persists, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_249_character_topic_is_deleted_for_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_deletion_killed_at_any_step_is_whole_or_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_garbage_config_file_leaves_its_topic_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
 	};
