@@ -988,14 +988,20 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	pthread_mutex_init(&e->stop_lock, NULL);
 	pthread_cond_init(&e->stop_cond, NULL);
 	e->data_dir = realpath(cfg->data_dir, NULL);
-	if (!e->data_dir && errno == ENOENT && !cfg->read_only) {
-		if (mkdir(cfg->data_dir, 0755) == 0)
+	if (!e->data_dir && errno == ENOENT && cfg->create_data_dir && !cfg->read_only) {
+		if (mkdir(cfg->data_dir, 0755) == 0) {
+			tfs_log_info("engine", "created data directory %s", cfg->data_dir);
 			e->data_dir = realpath(cfg->data_dir, NULL);
+		}
 	}
 	if (!e->data_dir) {
 		rc = -errno;
-		tfs_log_error("engine", "cannot open data directory %s: %s", cfg->data_dir,
-		              tfs_strerror(rc));
+		if (rc == -ENOENT && !cfg->create_data_dir)
+			tfs_log_error("engine", "data directory %s does not exist: create it, or ask "
+			              "for it with create_data_dir", cfg->data_dir);
+		else
+			tfs_log_error("engine", "cannot open data directory %s: %s", cfg->data_dir,
+			              tfs_strerror(rc));
 		goto fail;
 	}
 	e->cfg.data_dir = e->data_dir;

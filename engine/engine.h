@@ -41,6 +41,7 @@ struct tfs_engine_config {
 	const char *data_dir;
 	enum tfs_io_kind io_kind;
 	bool read_only;
+	bool create_data_dir;                     /* mkdir data_dir (one level) if missing */
 	int32_t default_partitions;               /* for new topics, >= 1 */
 	struct tfs_topic_config topic_defaults;
 	struct tfs_cleaner_config cleaner;
@@ -50,8 +51,10 @@ struct tfs_engine_config {
 
 void tfs_engine_config_defaults(struct tfs_engine_config *c);
 
-/* Opens data_dir (creating it unless read-only), opens every topic and partition.
- * A partition that fails to open is logged and left out; others go on. */
+/* Opens data_dir, opens every topic and partition. A missing data_dir is -ENOENT
+ * (logged), unless create_data_dir asks for it to be made (never when read-only):
+ * a typo must not become an empty log. A partition that fails to open is logged
+ * and left out; others go on. */
 int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out);
 /* Stops background threads, closes every partition (flushing). NULL ok. */
 void tfs_engine_close(struct tfs_engine *e);

@@ -214,8 +214,9 @@ int main(int argc, char **argv)
 		goto out;
 	rc = tfs_mount_create(&o, abs_dir, &m);
 	if (rc < 0) {
-		fprintf(stderr, "topicfs: cannot open data directory %s: %s\n", abs_dir,
-		        tfs_strerror(rc));
+		fprintf(stderr, "topicfs: cannot open data directory %s: %s%s\n", abs_dir,
+		        tfs_strerror(rc), rc == -ENOENT ? " (create it, or mount with "
+		        "-o create_data_dir)" : "");
 		goto out;
 	}
 	m->conn_opts = conn_opts;

@@ -99,6 +99,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		o->default_permissions = true;
 		return 0;                         /* added back once, in tfs_opts_parse */
 	}
+	if (!strcmp(arg, "create_data_dir")) {
+		o->engine.create_data_dir = true;
+		return 0;
+	}
 	if (!strcmp(arg, "no_default_permissions")) {
 		o->no_default_permissions = true;
 		return 0;
@@ -231,6 +235,8 @@ void tfs_opts_usage(const char *prog)
 	printf("usage: %s [options] DATA_DIR MOUNTPOINT\n\n"
 	       "topicfs options:\n"
 	       "    -o ro                  read-only mount (writes fail with EROFS)\n"
+	       "    -o create_data_dir     create DATA_DIR if it does not exist (else that\n"
+	       "                           is an error: a typo must not mount an empty log)\n"
 	       "    -o partitions=N        partitions of new topics (default 1)\n"
 	       "    -o io=auto|uring|sync  I/O backend (default auto)\n"
 	       "    -o max_open_files=N    bound of the segment file cache (default 4096)\n"

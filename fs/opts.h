@@ -4,7 +4,8 @@
  * builds: mount-wide topic defaults by their Kafka names (segment.bytes=...,
  * cleanup.policy=...), cleaner settings by their broker names
  * (log.cleaner.threads=...), partitions=N, io=auto|uring|sync, max_open_files=N,
- * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache, no_default_permissions
+ * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache, create_data_dir,
+ * no_default_permissions
  * (libfuse's default_permissions is passed on unless that one is given: permission
  * checks are on by default). max_read=N is noted and
  * also left for libfuse (it is a kernel mount option; without one, topicfs adds

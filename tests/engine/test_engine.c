@@ -418,6 +418,27 @@ static void a_garbage_config_file_leaves_its_topic_read_only(void **state)
 	assert_int_equal(access(p, F_OK), 0);
 }
 
+/* Regression (issue 11): a missing data directory was created silently, so a typo
+ * mounted an empty log. Now it is ENOENT unless create_data_dir asks. */
+static void a_missing_data_directory_is_enoent_unless_asked_for(void **state)
+{
+	struct fx *f = *state;
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/not-yet", f->dir);
+	f->cfg.data_dir = p;
+	assert_int_equal(tfs_engine_open(&f->cfg, &f->e), -ENOENT);
+	assert_null(f->e);
+	assert_int_equal(access(p, F_OK), -1);
+	f->cfg.create_data_dir = true;
+	f->cfg.read_only = true;
+	assert_int_equal(tfs_engine_open(&f->cfg, &f->e), -ENOENT);
+	f->cfg.read_only = false;
+	open_engine(f);
+	assert_int_equal(access(p, F_OK), 0);
+	assert_int_equal(tfs_engine_topic_create(f->e, "t", 1, 0, 0, 0755), 0);
+}
+
 static void names_list_sorted(void **state)
 {
 	struct fx *f = *state;
@@ -467,6 +488,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_249_character_topic_is_deleted_for_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_deletion_killed_at_any_step_is_whole_or_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_garbage_config_file_leaves_its_topic_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_missing_data_directory_is_enoent_unless_asked_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
 	};
