@@ -61,6 +61,22 @@ static void put(struct tfs_plog *pl, const char *k, const char *v)
 	assert_int_equal(tfs_plog_append(pl, &r, 1, false, NULL, NULL), 0);
 }
 
+/* A data directory holding topic name (with partitions), whose partition p has
+ * key "k" = value; the engine closed afterwards. */
+static void topic_with_key(struct fx *f, const char *name, int32_t partitions, uid_t owner,
+                           mode_t mode, int32_t p, const char *value)
+{
+	struct tfs_topic *t;
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, name, partitions, owner, owner, mode), 0);
+	t = tfs_engine_topic_get(f->e, name);
+	put(tfs_topic_partition(t, p), "k", value);
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
+}
+
 static void topic_names_follow_kafkas_rule(void **state)
 {
 	char long_name[300];
@@ -179,13 +195,7 @@ static void a_partition_directory_without_config_is_a_broker_copy(void **state)
 	struct tfs_topic *t;
 	char src[4200], dst[4200], cmd[9000];
 
-	open_engine(f);
-	assert_int_equal(tfs_engine_topic_create(f->e, "orig", 1, 0, 0, 0755), 0);
-	t = tfs_engine_topic_get(f->e, "orig");
-	put(tfs_topic_partition(t, 0), "k", "broker");
-	tfs_topic_unref(t);
-	tfs_engine_close(f->e);
-	f->e = NULL;
+	topic_with_key(f, "orig", 1, 0, 0755, 0, "broker");
 	/* copy only the partition directory, as out of a broker's log dir */
 	snprintf(src, sizeof(src), "%s/orig-0", f->dir);
 	snprintf(dst, sizeof(dst), "%s/copied-0", f->dir);
@@ -228,34 +238,39 @@ static void a_249_character_topic_name_persists(void **state)
 	tfs_topic_unref(t);
 }
 
-/* Entries of the data directory that start with the topic name's first letters
- * (its partition directories, whole or renamed), and files in topics/. */
-static int leftovers(struct fx *f, const char *topic)
+/* Kafka's longest topic name: 249 times c. */
+static void longest_name(char name[250], char c)
 {
-	char p[4200];
+	memset(name, c, 249);
+	name[249] = '\0';
+}
+
+/* Entries of dir whose names start with the first plen bytes of prefix. */
+static int entries_like(const char *dir, const char *prefix, size_t plen)
+{
 	struct dirent *de;
-	DIR *d = opendir(f->dir);
+	DIR *d = opendir(dir);
 	int n = 0;
 
 	assert_non_null(d);
 	while ((de = readdir(d))) {
-		bool extra = !strncmp(de->d_name, topic, 32);
-		if (extra)
-			print_message("left over: %s\n", de->d_name);
-		n += extra;
-	}
-	closedir(d);
-	snprintf(p, sizeof(p), "%s/topics", f->dir);
-	d = opendir(p);
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		bool extra = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-		if (extra)
-			print_message("left over: topics/%s\n", de->d_name);
-		n += extra;
+		bool like = de->d_name[0] != '.' && !strncmp(de->d_name, prefix, plen);
+		if (like)
+			print_message("left over: %s/%s\n", dir, de->d_name);
+		n += like;
 	}
 	closedir(d);
 	return n;
+}
+
+/* The topic's partition directories, whole or renamed (their names start with
+ * the topic's), and any file in topics/. */
+static int leftovers(struct fx *f, const char *topic)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/topics", f->dir);
+	return entries_like(f->dir, topic, 32) + entries_like(p, "", 0);
 }
 
 /* Regression (issue 11, bug 6): "<topic>-<N>.<stamp>-delete" did not fit in 255
@@ -267,8 +282,7 @@ static void a_249_character_topic_is_deleted_for_good(void **state)
 	char name[250];
 	struct tfs_topic *t;
 
-	memset(name, 'd', 249);
-	name[249] = '\0';
+	longest_name(name, 'd');
 	open_engine(f);
 	assert_int_equal(tfs_engine_topic_create(f->e, name, 12, 0, 0, 0755), 0);
 	t = tfs_engine_topic_get(f->e, name);
@@ -357,8 +371,7 @@ static void a_deletion_killed_at_any_step_is_whole_or_gone(void **state)
 	char name[250];
 
 	sweep_deletion(f, "short");
-	memset(name, 'c', 249);
-	name[249] = '\0';
+	longest_name(name, 'c');
 	sweep_deletion(f, name);
 }
 
@@ -376,13 +389,7 @@ static void a_garbage_config_file_leaves_its_topic_read_only(void **state)
 	uint8_t *text;
 	long len;
 
-	open_engine(f);
-	assert_int_equal(tfs_engine_topic_create(f->e, "priv", 2, 1000, 1000, 0700), 0);
-	t = tfs_engine_topic_get(f->e, "priv");
-	put(tfs_topic_partition(t, 0), "k", "v");
-	tfs_topic_unref(t);
-	tfs_engine_close(f->e);
-	f->e = NULL;
+	topic_with_key(f, "priv", 2, 1000, 0700, 0, "v");
 	snprintf(p, sizeof(p), "%s/topics/priv", f->dir);
 	t_write_file(p, garbage, strlen(garbage));
 	open_engine(f);
