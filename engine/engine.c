@@ -6,9 +6,12 @@
  * partitions and removes its files; holders of a reference see tfs_topic_deleted().
  *
  * Creation order (crash-safe): partition directories first, then topics/<topic>,
- * whose appearance commits the topic. Deletion order: partition directories are
- * renamed "<dir>.<n>-delete" (Kafka's suffix), the config goes, then the renamed
- * directories are removed. At open, "-delete" directories are removed, and empty
+ * whose appearance commits the topic. Deletion order: topics/<topic> is rewritten
+ * with topicfs.deleting=1 (the commit point: from here on the topic is gone), the
+ * partition directories are renamed "<topic>-<N>.<id>-delete" (Kafka's suffix; see
+ * delete_dir_name), the config goes, then the renamed directories are removed. At
+ * open, "-delete" directories are removed, a topic whose config says deleting is
+ * finished (its partition directories and then its config removed), and empty
  * partition directories without a config (a creation that did not commit) too.
  *
  * Lock order: e->lock -> t->lock -> the partition's locks (partition_log.h).
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,11 +38,14 @@
 #define TOPIC_NAME_MAX 249           /* Kafka's limit */
 #define DEFAULT_MAX_OPEN_FILES 4096
 #define DEFAULT_TOPIC_MODE 0755
+#define REFUSED_TOPIC_MODE 0500      /* its real mode is unknown: the owner only */
 #define PATH_CAP 4096
 #define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
 #define MAX_PARTITIONS 100000
 #define CONFIG_DIR "topics"          /* DATA_DIR/topics/<topic>: config + ownership */
 #define DELETE_SUFFIX "-delete"        /* Kafka's suffix for a deleted partition dir */
+#define FILE_NAME_MAX 255              /* bytes of one name (NAME_MAX of ext4, xfs, ...) */
+#define DELETE_ID_BYTES 16             /* random id of a deleted directory, as hex */
 
 struct tfs_topic {
 	atomic_int refs;
@@ -50,6 +57,7 @@ struct tfs_topic {
 	struct tfs_plog **parts;
 	int32_t nparts;                  /* read with acquire: grows only */
 	atomic_bool deleted;
+	bool config_refused;             /* topics/<topic> did not load: read-only */
 };
 
 struct tfs_engine {
@@ -102,6 +110,7 @@ bool tfs_engine_read_only(const struct tfs_engine *e) { return e->cfg.read_only;
 const char *tfs_engine_data_dir(const struct tfs_engine *e) { return e->data_dir; }
 const char *tfs_topic_name(const struct tfs_topic *t) { return t->name; }
 bool tfs_topic_deleted(const struct tfs_topic *t) { return atomic_load(&t->deleted); }
+bool tfs_topic_config_refused(const struct tfs_topic *t) { return t->config_refused; }
 
 int32_t tfs_topic_partition_count(struct tfs_topic *t)
 {
@@ -169,7 +178,7 @@ struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e)
 /* Hands partitions [from, t->nparts) to the cleaner; a failure only costs cleaning. */
 static void cleaner_register(struct tfs_engine *e, struct tfs_topic *t, int32_t from)
 {
-	for (int32_t p = from; e->cleaner && p < t->nparts; p++) {
+	for (int32_t p = from; e->cleaner && !t->config_refused && p < t->nparts; p++) {
 		int rc = tfs_cleaner_register(e->cleaner, t->parts[p], t->name, p);
 		if (rc < 0)
 			tfs_log_error("engine", "cannot hand %s-%" PRId32 " to the cleaner: %s", t->name, p,
@@ -182,7 +191,7 @@ static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tf
 {
 	struct tfs_plog_env env = {
 		.io = t->e->io, .fdcache = t->e->fdcache, .config = &t->cfg,
-		.read_only = t->e->cfg.read_only,
+		.read_only = t->e->cfg.read_only || t->config_refused,
 	};
 	char path[PATH_CAP];
 
@@ -294,12 +303,43 @@ static int save_topic(struct tfs_topic *t)
 	return tfs_topic_config_save(t->e->io, path, &t->cfg, &t->meta);
 }
 
-/* "<topic>-<N>.<stamp>-delete": a partition directory always ends in "-<N>",
- * so the suffix cannot be a topic's own name. */
+/* "<topic>-<N>.<id>-delete" (delete_dir_name; Kafka's own have the same shape): a
+ * partition directory always ends in "-<N>", so it never ends in the suffix. */
 static bool is_deleted_dir(const char *name)
 {
 	size_t n = strlen(name);
 	return n > strlen(DELETE_SUFFIX) && !strcmp(name + n - strlen(DELETE_SUFFIX), DELETE_SUFFIX);
+}
+
+/* The name partition p of topic goes by once its deletion began:
+ * "<topic>-<p>.<id>-delete", with a random 128-bit id in hex, and the topic cut
+ * short so that the whole stays within FILE_NAME_MAX: a topic name may have 249
+ * characters and the suffix adds up to 46 (Kafka's UnifiedLog.logDeleteDirName
+ * does the same since KAFKA-4893). The name only has to be unique and end in
+ * DELETE_SUFFIX; which topic it was is in the log line, not in the name. */
+static int delete_dir_name(char *buf, size_t cap, const char *topic, int32_t p)
+{
+	uint8_t id[DELETE_ID_BYTES];
+	char suffix[64];
+	size_t n = 0, keep;
+
+	for (size_t got = 0; got < sizeof(id);) {
+		ssize_t r = getrandom(id + got, sizeof(id) - got, 0);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0)
+			got += (size_t)r;
+	}
+	n = (size_t)snprintf(suffix, sizeof(suffix), "-%" PRId32 ".", p);
+	for (size_t i = 0; i < sizeof(id); i++)
+		n += (size_t)snprintf(suffix + n, sizeof(suffix) - n, "%02x", id[i]);
+	n += (size_t)snprintf(suffix + n, sizeof(suffix) - n, "%s", DELETE_SUFFIX);
+	keep = strlen(topic);
+	if (keep > FILE_NAME_MAX - n)
+		keep = FILE_NAME_MAX - n;
+	if ((size_t)snprintf(buf, cap, "%.*s%s", (int)keep, topic, suffix) >= cap)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
@@ -382,10 +422,45 @@ out:
 	return rc;
 }
 
+/* The steps of a deletion after its commit point (topics/<topic> says deleting):
+ * rename each partition directory of t, whose names were chosen beforehand, and
+ * remove the config. Called with e->lock held for writing. Returns the first
+ * error; what is left is finished at the next open. */
+static int delete_committed(struct tfs_engine *e, struct tfs_topic *t, char (*doomed)[FILE_NAME_MAX + 1],
+                            bool *renamed)
+{
+	char path[PATH_CAP];
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	/* no pass may run on a partition once its directory starts going (under
+	 * t->lock: an add_partition that saw the topic alive has registered by now) */
+	for (int32_t i = 0; e->cleaner && i < t->nparts; i++)
+		tfs_cleaner_unregister(e->cleaner, t->parts[i]);
+	for (int32_t i = 0; i < t->nparts; i++) {
+		partition_path(path, sizeof(path), e, t->name, i);
+		int r = tfs_io_renameat(e->io, AT_FDCWD, path, e->dirfd, doomed[i]);
+		renamed[i] = r == 0;
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(e->io, e->dirfd);
+	if (rc == 0)
+		rc = tfs_io_unlinkat(e->io, e->cfgfd, t->name, 0);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(e->io, e->cfgfd);
+	return rc;
+}
+
 int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 {
 	struct tfs_topic *t;
-	char path[PATH_CAP], doomed[PATH_CAP + 64];
+	char path[PATH_CAP];
+	char (*doomed)[FILE_NAME_MAX + 1] = NULL;
+	bool *renamed = NULL;
+	int32_t nparts = 0;
 	bool found;
 	size_t at;
 	int rc = 0;
@@ -399,6 +474,12 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 		return -ENOENT;
 	}
 	t = e->topics[at];
+	if (t->config_refused) {
+		pthread_rwlock_unlock(&e->lock);
+		tfs_log_error("engine", "cannot delete topic %s: its config file did not load; fix "
+		              "or remove %s/%s/%s and remount", name, e->data_dir, CONFIG_DIR, name);
+		return TFS_EREADONLY;
+	}
 	if (!force) {
 		for (int32_t i = 0; i < t->nparts; i++) {
 			if (tfs_plog_live_keys(t->parts[i]) > 0) {
@@ -407,51 +488,52 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 			}
 		}
 	}
-	/* Mark first so that holders stop using the partitions, then take it out. */
-	atomic_store(&t->deleted, true);
-	memmove(&e->topics[at], &e->topics[at + 1], (e->ntopics - at - 1) * sizeof(*e->topics));
-	e->ntopics--;
+	/* Everything that can fail without touching a file comes first. */
 	pthread_mutex_lock(&t->lock);
-	/* no pass may run on a partition once its directory starts going (under
-	 * t->lock: an add_partition that saw the topic alive has registered by now) */
-	for (int32_t i = 0; e->cleaner && i < t->nparts; i++)
-		tfs_cleaner_unregister(e->cleaner, t->parts[i]);
-	for (int32_t i = 0; i < t->nparts; i++) {
-		partition_path(path, sizeof(path), e, name, i);
-		snprintf(doomed, sizeof(doomed), "%s.%" PRId64 DELETE_SUFFIX, path, tfs_now_ms());
-		int r = tfs_io_renameat(e->io, AT_FDCWD, path, AT_FDCWD, doomed);
-		if (r < 0 && rc == 0)
-			rc = r;
+	nparts = t->nparts;
+	doomed = calloc(nparts > 0 ? (size_t)nparts : 1, sizeof(*doomed));
+	renamed = calloc(nparts > 0 ? (size_t)nparts : 1, sizeof(*renamed));
+	rc = doomed && renamed ? 0 : -ENOMEM;
+	for (int32_t i = 0; rc == 0 && i < nparts; i++)
+		rc = delete_dir_name(doomed[i], sizeof(doomed[i]), name, i);
+	/* The commit point: once the config says deleting, the deletion happens, now
+	 * or at the next open. Holders of the topic stop using its partitions. */
+	if (rc == 0) {
+		t->meta.deleting = true;
+		rc = save_topic(t);
+		if (rc < 0)
+			t->meta.deleting = false;
+		else
+			atomic_store(&t->deleted, true);
 	}
 	pthread_mutex_unlock(&t->lock);
-	if (rc == 0)
-		rc = tfs_io_unlinkat(e->io, e->cfgfd, name, 0);
-	if (rc == 0)
-		rc = tfs_io_fsync_dir(e->io, e->cfgfd);
-	if (rc == 0)
-		rc = tfs_io_fsync_dir(e->io, e->dirfd);
+	if (rc < 0) {
+		pthread_rwlock_unlock(&e->lock);
+		tfs_log_error("engine", "cannot delete topic %s: %s; nothing changed", name,
+		              tfs_strerror(rc));
+		free(doomed);
+		free(renamed);
+		return rc;
+	}
+	memmove(&e->topics[at], &e->topics[at + 1], (e->ntopics - at - 1) * sizeof(*e->topics));
+	e->ntopics--;
+	rc = delete_committed(e, t, doomed, renamed);
 	pthread_rwlock_unlock(&e->lock);
 	if (rc < 0)
 		tfs_log_error("engine", "deleting topic %s failed half way: %s; the rest is "
 		              "finished at the next mount", name, tfs_strerror(rc));
 	else
 		tfs_log_info("engine", "deleted topic %s", name);
-	/* Files go once no reader holds the topic: its partitions close at the last
-	 * unref; the renamed directories are removed now or at the next open. */
-	{
-		DIR *d = fdopendir(dup(e->dirfd));
-		struct dirent *de;
-		size_t nlen = strlen(name);
-		while (d && (de = readdir(d))) {
-			if (!strncmp(de->d_name, name, nlen) && de->d_name[nlen] == '-' &&
-			    is_deleted_dir(de->d_name)) {
-				snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
-				rmtree(path);
-			}
-		}
-		if (d)
-			closedir(d);
+	/* Files go now: readers that still hold a partition keep their descriptors;
+	 * what a failure leaves is removed at the next open. */
+	for (int32_t i = 0; i < nparts; i++) {
+		if (!renamed[i])
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", e->data_dir, doomed[i]);
+		rmtree(path);
 	}
+	free(doomed);
+	free(renamed);
 	tfs_topic_unref(t);
 	return rc;
 }
@@ -461,7 +543,7 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
 	struct tfs_plog *pl = NULL;
 	int rc;
 
-	if (t->e->cfg.read_only)
+	if (t->e->cfg.read_only || t->config_refused)
 		return TFS_EREADONLY;
 	pthread_mutex_lock(&t->lock);
 	if (atomic_load(&t->deleted)) {
@@ -518,8 +600,8 @@ static int topic_commit(struct tfs_topic *t, const struct tfs_topic_config *c,
 	struct tfs_topic_meta old_m = t->meta;
 	int rc;
 
-	if (t->e->cfg.read_only)
-		return TFS_EREADONLY;
+	if (t->e->cfg.read_only || t->config_refused)
+		return TFS_EREADONLY;       /* the file that did not load stays as it is */
 	if (atomic_load(&t->deleted))
 		return -ENOENT;
 	t->cfg = *c;
@@ -682,16 +764,57 @@ static int load_configs(struct tfs_engine *e)
 		snprintf(path, sizeof(path), "%s/%s/%s", e->data_dir, CONFIG_DIR, de->d_name);
 		rc = tfs_topic_config_load(path, &t->cfg, &t->meta);
 		if (rc < 0) {
-			tfs_log_error("engine", "cannot load %s: %s; topic %s uses the defaults",
-			              path, tfs_strerror(rc), de->d_name);
+			/* Its owner, mode and configs are unknown: guessing them would
+			 * publish a private topic or let the next save overwrite the file.
+			 * The topic is served read-only, to its owner only, as it is. */
+			tfs_log_error("engine", "cannot load %s: %s; topic %s is read-only (mode %04o) "
+			              "and the file is left as it is: fix it and remount", path,
+			              tfs_strerror(rc), de->d_name, REFUSED_TOPIC_MODE);
 			t->cfg = e->cfg.topic_defaults;
+			t->meta.mode = REFUSED_TOPIC_MODE;
+			t->config_refused = true;
 			rc = 0;
+		} else if (t->meta.deleting) {
+			t->nparts = -3;     /* a deletion committed: finish_deletions */
 		} else {
 			t->nparts = -2;     /* has a config */
 		}
 	}
 	closedir(d);
 	return rc;
+}
+
+/* Finishes the deletions that had committed (nparts == -3) when the data directory
+ * was last closed: their partition directories went in load_topics' pass 1; the
+ * config goes now, and the topic with it. A read-only open leaves them out. */
+static void finish_deletions(struct tfs_engine *e)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < e->ntopics; i++) {
+		struct tfs_topic *t = e->topics[i];
+		int rc = 0;
+		if (t->nparts != -3)
+			continue;
+		t->nparts = 0;
+		t->meta.partitions = 0;
+		if (e->cfg.read_only) {
+			tfs_log_warn("engine", "topic %s was being deleted; left out (a writable mount "
+			             "finishes the deletion)", t->name);
+			continue;
+		}
+		rc = tfs_io_fsync_dir(e->io, e->dirfd);
+		if (rc == 0)
+			rc = tfs_io_unlinkat(e->io, e->cfgfd, t->name, 0);
+		if (rc < 0)
+			tfs_log_error("engine", "cannot finish deleting topic %s: %s; left out, tried "
+			              "again at the next mount", t->name, tfs_strerror(rc));
+		else
+			tfs_log_info("engine", "finished deleting topic %s (interrupted before)", t->name);
+		any |= rc == 0;
+	}
+	if (any)
+		tfs_io_fsync_dir(e->io, e->cfgfd);
 }
 
 static int load_topics(struct tfs_engine *e)
@@ -730,6 +853,16 @@ static int load_topics(struct tfs_engine *e)
 				rc = -ENOMEM;
 				break;
 			}
+			if (t->nparts == -3) {
+				/* its topic's deletion committed: this directory goes first */
+				if (!e->cfg.read_only) {
+					snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
+					tfs_log_info("engine", "removing %s: its topic %s was being deleted",
+					             path, topic);
+					rmtree(path);
+				}
+				continue;
+			}
 			/* with a config, its count rules: a directory past it is an add
 			 * that did not commit, and stays unused */
 			if (p + 1 > t->meta.partitions && t->nparts != -2)
@@ -739,6 +872,7 @@ static int load_topics(struct tfs_engine *e)
 	closedir(d);
 	if (rc < 0)
 		return rc;
+	finish_deletions(e);
 	/* pass 2: open the partitions of every topic */
 	for (size_t i = 0; i < e->ntopics; i++) {
 		struct tfs_topic *t = e->topics[i];
@@ -748,7 +882,7 @@ static int load_topics(struct tfs_engine *e)
 		if (e->cfg.progress)
 			e->cfg.progress(e->cfg.progress_arg, i, e->ntopics);
 
-		if (!has_config) {
+		if (!has_config && !t->config_refused) {
 			/* no config: a topic copied from a Kafka broker, or a creation that
 			 * never committed (empty directories) */
 			bool any = false;
@@ -857,14 +991,20 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	pthread_mutex_init(&e->stop_lock, NULL);
 	pthread_cond_init(&e->stop_cond, NULL);
 	e->data_dir = realpath(cfg->data_dir, NULL);
-	if (!e->data_dir && errno == ENOENT && !cfg->read_only) {
-		if (mkdir(cfg->data_dir, 0755) == 0)
+	if (!e->data_dir && errno == ENOENT && cfg->create_data_dir && !cfg->read_only) {
+		if (mkdir(cfg->data_dir, 0755) == 0) {
+			tfs_log_info("engine", "created data directory %s", cfg->data_dir);
 			e->data_dir = realpath(cfg->data_dir, NULL);
+		}
 	}
 	if (!e->data_dir) {
 		rc = -errno;
-		tfs_log_error("engine", "cannot open data directory %s: %s", cfg->data_dir,
-		              tfs_strerror(rc));
+		if (rc == -ENOENT && !cfg->create_data_dir)
+			tfs_log_error("engine", "data directory %s does not exist: create it, or ask "
+			              "for it with create_data_dir", cfg->data_dir);
+		else
+			tfs_log_error("engine", "cannot open data directory %s: %s", cfg->data_dir,
+			              tfs_strerror(rc));
 		goto fail;
 	}
 	e->cfg.data_dir = e->data_dir;

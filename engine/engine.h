@@ -41,6 +41,7 @@ struct tfs_engine_config {
 	const char *data_dir;
 	enum tfs_io_kind io_kind;
 	bool read_only;
+	bool create_data_dir;                     /* mkdir data_dir (one level) if missing */
 	int32_t default_partitions;               /* for new topics, >= 1 */
 	struct tfs_topic_config topic_defaults;
 	struct tfs_cleaner_config cleaner;
@@ -54,8 +55,10 @@ struct tfs_engine_config {
 
 void tfs_engine_config_defaults(struct tfs_engine_config *c);
 
-/* Opens data_dir (creating it unless read-only), opens every topic and partition.
- * A partition that fails to open is logged and left out; others go on. */
+/* Opens data_dir, opens every topic and partition. A missing data_dir is -ENOENT
+ * (logged), unless create_data_dir asks for it to be made (never when read-only):
+ * a typo must not become an empty log. A partition that fails to open is logged
+ * and left out; others go on. */
 int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out);
 /* Stops background threads, closes every partition (flushing). NULL ok. */
 void tfs_engine_close(struct tfs_engine *e);
@@ -84,6 +87,12 @@ int tfs_engine_topic_names(struct tfs_engine *e, char ***names, size_t *count);
 
 const char *tfs_topic_name(const struct tfs_topic *t);
 bool tfs_topic_deleted(const struct tfs_topic *t);
+/* True when DATA_DIR/topics/<topic> did not load at open (logged with the line):
+ * the topic is served read-only with mode 0500 and its defaults, and every change
+ * (write, config, owner, mode, new partition, deletion) is TFS_EREADONLY, so the
+ * file stays as the operator left it until it is fixed and the data directory
+ * opened again. */
+bool tfs_topic_config_refused(const struct tfs_topic *t);
 int32_t tfs_topic_partition_count(struct tfs_topic *t);
 /* Borrowed partition log, valid while the caller holds its topic reference and
  * the topic is not deleted. NULL if out of range. */

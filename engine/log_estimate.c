@@ -208,6 +208,7 @@ static int64_t window_start(int64_t k, int64_t window, int64_t chunk, int64_t to
 }
 
 struct escan {
+	bool active;                /* reading the active segment: records only */
 	struct tfs_io *io;
 	const struct tfs_estimate_opts *o;
 	struct tfs_estimate_input *in;
@@ -261,6 +262,41 @@ static void account(struct escan *e, const struct tfs_scan_batch *b)
 	in->tombstones += tomb;
 	in->keyed_bytes += (double)b->size * raw_keyed / raw_all;
 	in->keyless_bytes += (double)b->size * (raw_all - raw_keyed) / raw_all;
+}
+
+/* Counts the records of one batch of the active segment. */
+static void account_active(struct escan *e, const struct tfs_scan_batch *b)
+{
+	struct tfs_record r;
+	const char *why;
+	int rc;
+
+	if (b->status != TFS_SCAN_OK || (b->h.attributes & TFS_ATTR_CONTROL))
+		return;
+	rc = tfs_record_iter_reset(&e->it, b->bytes, b->size, &why);
+	while (rc == 0 && (rc = tfs_record_iter_next(&e->it, &r, &why)) == 1) {
+		e->in->active_records++;
+		if (r.key_null)
+			e->in->active_keyless_records++;
+		else
+			tfs_keycount_add(e->keys, r.key);
+		rc = 0;
+	}
+}
+
+/* Reads the active segment s whole; a tail that cannot be framed (being written
+ * on a live mount, or damaged: verify's business) ends it. */
+static int scan_active(struct escan *e, struct tfs_segscan *s)
+{
+	struct tfs_scan_batch b;
+	int rc;
+
+	while ((rc = tfs_segscan_next(s, &b)) == 1) {
+		if (b.status == TFS_SCAN_BAD_HEADER || b.status == TFS_SCAN_TRUNCATED)
+			return 0;
+		account_active(e, &b);
+	}
+	return rc;
 }
 
 static void eprogress(struct escan *e)
@@ -443,8 +479,21 @@ int tfs_inspect_estimate_scan(struct tfs_io *io, const char *dir,
 		}
 	}
 	if (rc >= 0) {
-		rc = 0;
+		struct tfs_segscan *s;
+		bool exact_all;
 		in->distinct_keys = tfs_keycount_value(e.keys, &in->distinct_exact);
+		/* the same key count goes on over the active segment, for the simple formula */
+		e.active = true;
+		join(path, sizeof(path), dir, logs[nlogs - 1]->name);
+		rc = tfs_segscan_open(io, path, &s);
+		if (rc == 0) {
+			rc = scan_active(&e, s);
+			tfs_segscan_close(s);
+		}
+		in->distinct_keys_all = tfs_keycount_value(e.keys, &exact_all);
+	}
+	if (rc >= 0) {
+		rc = 0;
 		eprogress(&e);
 	}
 	tfs_record_iter_release(&e.it);
@@ -492,6 +541,36 @@ static void finish(struct tfs_estimate *out, double r, double active)
 	out->keyless_warning = out->keyless_share > TFS_ESTIMATE_KEYLESS_WARN;
 }
 
+/* The simple formula, in its order of operations (see struct tfs_estimate_simple). */
+static void simple_figure(double n, double distinct, double keyless, double current,
+                        double active_per_partition, double partitions, double r,
+                        struct tfs_estimate_simple *out)
+{
+	double keyed = n - keyless, keyed_share, keyed_after, dirt;
+
+	memset(out, 0, sizeof(*out));
+	if (!(n > 0) || !(current > 0) || !(r < 1.0))
+		return;                         /* the essay divides by zero here */
+	out->defined = true;
+	out->events_per_key = keyed / (distinct > 1 ? distinct : 1);
+	out->keyless_share = keyless / n;
+	keyed_share = 1 - out->keyless_share;
+	keyed_after = out->events_per_key > 0 ? current * keyed_share / out->events_per_key : 0;
+	out->surviving_bytes = current * out->keyless_share + keyed_after;
+	dirt = out->surviving_bytes * (r / (1 - r));
+	out->estimate_bytes = out->surviving_bytes + dirt + active_per_partition * partitions;
+	out->savings = 1 - out->estimate_bytes / current;
+	out->worth_it = out->events_per_key >= TFS_ESTIMATE_MIN_EVENTS_PER_KEY &&
+	                out->savings > TFS_ESTIMATE_MIN_SAVINGS;
+	out->keyless_warning = out->keyless_share > TFS_ESTIMATE_KEYLESS_WARN;
+}
+
+static void new_keyless(struct tfs_estimate *out, double active_records, double active_keyless)
+{
+	out->new_keyless_share = active_records > 0 ? active_keyless / active_records : 0;
+	out->new_keyless_warning = out->new_keyless_share > TFS_ESTIMATE_NEW_KEYLESS_WARN;
+}
+
 void tfs_estimate_compute(const struct tfs_estimate_input *in, struct tfs_estimate *out)
 {
 	double scale;
@@ -516,15 +595,25 @@ void tfs_estimate_compute(const struct tfs_estimate_input *in, struct tfs_estima
 	if (in->cleanable_bytes > 0 && in->sampled_bytes == 0)
 		out->keyless_bytes_total = (double)in->cleanable_bytes;   /* nothing known: all stays */
 	finish(out, in->dirty_ratio, (double)in->active_bytes);
+	new_keyless(out, (double)in->active_records, (double)in->active_keyless_records);
+	simple_figure((double)(in->records + in->active_records), in->distinct_keys_all,
+	            (double)(in->keyless_records + in->active_keyless_records),
+	            (double)in->current_bytes, (double)in->active_bytes, 1, in->dirty_ratio,
+	            &out->simple);
 }
 
 void tfs_estimate_total(const struct tfs_estimate *parts, const struct tfs_estimate_input *ins,
                         size_t n, struct tfs_estimate *out)
 {
 	double records = 0, keyless = 0, estimate = 0, sampled = 0, cleanable = 0;
+	double act_records = 0, act_keyless = 0, active = 0, distinct_all = 0;
 
 	memset(out, 0, sizeof(*out));
 	for (size_t i = 0; i < n; i++) {
+		act_records += (double)ins[i].active_records;
+		act_keyless += (double)ins[i].active_keyless_records;
+		active += (double)ins[i].active_bytes;
+		distinct_all += ins[i].distinct_keys_all;
 		out->current_bytes += parts[i].current_bytes;
 		out->keyed_records_total += parts[i].keyed_records_total;
 		out->distinct_keys_total += parts[i].distinct_keys_total;
@@ -547,4 +636,9 @@ void tfs_estimate_total(const struct tfs_estimate *parts, const struct tfs_estim
 	out->worth_it = out->events_per_key >= TFS_ESTIMATE_MIN_EVENTS_PER_KEY &&
 	                out->savings > TFS_ESTIMATE_MIN_SAVINGS;
 	out->keyless_warning = out->keyless_share > TFS_ESTIMATE_KEYLESS_WARN;
+	new_keyless(out, act_records, act_keyless);
+	if (n > 0)
+		simple_figure(records + act_records, distinct_all, keyless + act_keyless,
+		            out->current_bytes, active / (double)n, (double)n,
+		            ins[0].dirty_ratio, &out->simple);
 }

@@ -231,6 +231,8 @@ double tfs_keycount_value(const struct tfs_keycount *k, bool *exact);
 #define TFS_ESTIMATE_MIN_EVENTS_PER_KEY 3.0
 #define TFS_ESTIMATE_MIN_SAVINGS 0.20
 #define TFS_ESTIMATE_KEYLESS_WARN 0.10
+#define TFS_ESTIMATE_NEW_KEYLESS_WARN 0.01    /* of the active segment's records: a
+                                               * new producer without keys */
 
 struct tfs_estimate_opts {
 	int64_t sample_above_bytes;      /* read everything when cleanable <= this */
@@ -260,6 +262,26 @@ struct tfs_estimate_input {
 	bool distinct_exact;
 	int64_t bad_batches;             /* batches that failed their CRC, skipped */
 	double dirty_ratio;              /* r: the topic's min.cleanable.dirty.ratio */
+	/* The active segment, read whole for its records (its bytes are active_bytes;
+	 * a torn or damaged tail ends the read): what producers write now. */
+	int64_t active_records, active_keyless_records;
+	double distinct_keys_all;        /* among every record read, active ones too */
+};
+
+/* The simple formula topicctl estimate started from (a compaction essay's
+ * "estimarEconomiaDeCompactacao"), term by term as it has it, on what the scan
+ * read: records n (the active segment's too), distinct keys D among them (not
+ * scaled for a sample), keyless records n0, current size S, active segment bytes
+ * A per partition, P partitions, r:
+ *   E = (n - n0) / max(D, 1), share = n0 / n
+ *   U = S * share + (E > 0 ? S * (1 - share) / E : 0)
+ *   estimate = U + U * (r / (1 - r)) + A * P, savings = 1 - estimate / S
+ * worth it when E >= 3 and savings > 20%; its warning when share > 10%. README
+ * "How topicctl estimate works" says where and why the refined figure differs. */
+struct tfs_estimate_simple {
+	bool defined;                    /* false: no record read, or S = 0, or r = 1 */
+	double events_per_key, keyless_share, surviving_bytes, estimate_bytes, savings;
+	bool worth_it, keyless_warning;
 };
 
 struct tfs_estimate {
@@ -276,9 +298,13 @@ struct tfs_estimate {
 	double savings;                  /* 1 - estimate / current; 0 when empty */
 	bool worth_it;                   /* events per key >= 3 and savings > 20% */
 	bool keyless_warning;            /* keyless share > 10% */
+	double new_keyless_share;        /* of the active segment's records */
+	bool new_keyless_warning;        /* new_keyless_share > 1%: a keyless producer */
+	struct tfs_estimate_simple simple; /* the simple formula, beside this one */
 };
 
-/* Scans the partition directory dir (every segment's .log but the last): all of
+/* Scans the partition directory dir (every segment's .log but the last; the last,
+ * the active segment, is read whole too, but only its records are counted): all of
  * it when its cleanable bytes are at most o->sample_above_bytes; otherwise the
  * cleanable bytes are cut into windows of sample_chunk_bytes / sample_fraction and
  * sample_chunk_bytes are read at a pseudo-random place of each (a fixed seed: the
@@ -290,10 +316,12 @@ struct tfs_estimate {
 int tfs_inspect_estimate_scan(struct tfs_io *io, const char *dir,
                               const struct tfs_estimate_opts *o, struct tfs_estimate_input *in);
 /* The formula (README "topicctl estimate"). When the input was sampled, distinct
- * keys are scaled up by the occupancy model below; otherwise they are exact. */
+ * keys are scaled up by the occupancy model below; otherwise they are exact. Also
+ * fills out->simple for the one partition (P = 1). */
 void tfs_estimate_compute(const struct tfs_estimate_input *in, struct tfs_estimate *out);
 /* The total of n partitions: sums of bytes, records and keys (a key is per
- * partition), events per key = total keyed records / total distinct keys. */
+ * partition), events per key = total keyed records / total distinct keys; the
+ * simple formula on the sums, with A the partitions' mean active segment. */
 void tfs_estimate_total(const struct tfs_estimate *parts, const struct tfs_estimate_input *ins,
                         size_t n, struct tfs_estimate *out);
 /* Occupancy model: distinct keys D of a region of n keyed records from d distinct

@@ -265,7 +265,60 @@ static size_t record_bytes(const struct tfs_append_rec *r)
 	return n;
 }
 
-/* Rolls when the active segment cannot take incoming more bytes, is older than
+/* Bytes of v as a zigzag varint (Kafka's ByteUtils.sizeOfVarint). */
+static int64_t varint_bytes(int64_t v)
+{
+	uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+	int64_t n = 1;
+
+	while (z >= 0x80) {
+		z >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/* The exact size of a batch holding one uncompressed record without headers,
+ * at offset and timestamp deltas 0: the header, then the record's length varint
+ * and its body (attributes, the two deltas, key and value each behind a length
+ * varint, -1 for none, and the header count). */
+static int64_t single_record_batch_bytes(int64_t key_len, bool key_null, int64_t value_len)
+{
+	enum { ATTRIBUTES = 1, ZERO_DELTAS = 2, NO_HEADERS = 1 };
+	int64_t body = ATTRIBUTES + ZERO_DELTAS + NO_HEADERS +
+	               (key_null ? varint_bytes(-1) : varint_bytes(key_len) + key_len) +
+	               varint_bytes(value_len) + value_len;
+
+	return TFS_BATCH_HEADER_BYTES + varint_bytes(body) + body;
+}
+
+int64_t tfs_plog_value_max(int32_t max_message_bytes, size_t key_len, bool key_null)
+{
+	int64_t k = key_null ? 0 : (int64_t)key_len;
+	int64_t v = (int64_t)max_message_bytes - single_record_batch_bytes(k, key_null, 0);
+
+	if (v < 0)
+		return -1;
+	/* v is high by the growth of the two varints; each step down is at least a
+	 * byte of the batch, and they grow by at most 8 bytes together */
+	while (v > 0 && single_record_batch_bytes(k, key_null, v) > max_message_bytes)
+		v--;
+	return v;
+}
+
+/* Whether a unit cannot fit one batch of max.message.bytes: exactly Kafka's rule
+ * (the batch's size) for one record without headers, else the bound. */
+static bool unit_too_big(int32_t max_message_bytes, const struct tfs_append_rec *recs,
+                         size_t count, size_t bytes)
+{
+	if (count == 1 && recs[0].header_count == 0)
+		return (int64_t)recs[0].value.len >
+		       tfs_plog_value_max(max_message_bytes, recs[0].key.len, recs[0].key_null);
+	return bytes + TFS_BATCH_HEADER_BYTES > (size_t)max_message_bytes;
+}
+
+/* Rolls when the active segment cannot take the incoming bytes (the group's
+ * encoded batches; into an empty segment they go whatever their size), is older than
  * segment.ms, or its index is full (Kafka's LogSegment.shouldRoll). Age is the
  * incoming records' newest timestamp (incoming_ts) less the first batch's, as in
  * Kafka: a producer's old CreateTime timestamps do not roll every batch. Leader
@@ -522,11 +575,6 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		rc = pl->failed;
 		goto out;
 	}
-	if (should_roll(pl, incoming, pl->end_offset + (tfs_offset_t)nrecs, incoming_ts)) {
-		rc = roll_locked(pl);
-		if (rc < 0)
-			goto out;
-	}
 	/* a unit adds at most a batch and the wbuf run before it; then the tail */
 	g.spans = malloc(sizeof(*g.spans) * nunits);
 	g.pieces = malloc(sizeof(*g.pieces) * (2 * nunits + 1));
@@ -584,6 +632,14 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	}
 	if (in_batch) {
 		rc = finish_batch(pl, &g, batch_base, next - 1, now, true);
+		if (rc < 0)
+			goto out;
+	}
+	/* Kafka's UnifiedLog.maybeRoll, with the exact bytes about to be written (the
+	 * group is one append, like the batches of one produce request): encoding
+	 * depends on offsets only, and a roll keeps end_offset. */
+	if (should_roll(pl, g.total, pl->end_offset + (tfs_offset_t)nrecs, incoming_ts)) {
+		rc = roll_locked(pl);
 		if (rc < 0)
 			goto out;
 	}
@@ -816,7 +872,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	 * config is read under q_lock, which tfs_plog_set_config takes. */
 	if (given) {
 		self.pre = given;
-	} else if (count > 0 && bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes) {
+	} else if (count > 0 && unit_too_big(pl->cfg.max_message_bytes, recs, count, bytes)) {
 		pthread_mutex_unlock(&pl->q_lock);
 		self.result = -EFBIG;
 		goto release;

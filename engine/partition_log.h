@@ -99,6 +99,13 @@ struct tfs_append_rec {
  * -ENOSPC/-EIO from the disk (nothing becomes visible), TFS_EREADONLY. */
 int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
                     bool durable, tfs_offset_t *first, int64_t *timestamp);
+/* Kafka's bound on one value: the largest value a record with a key of key_len
+ * bytes (key_null: no key) may carry so that a batch holding it alone,
+ * uncompressed and without headers, is at most max_message_bytes (Kafka compares
+ * the batch's size with max.message.bytes). tfs_plog_append accepts exactly
+ * that much in a one-record unit and refuses a byte more with -EFBIG. -1 if not
+ * even an empty value fits. */
+int64_t tfs_plog_value_max(int32_t max_message_bytes, size_t key_len, bool key_null);
 /* Called by tfs_plog_append_batch once the batch is committed, with its records
  * (borrowed for the call), so that a caller can act on the keys without
  * decoding the batch again. */

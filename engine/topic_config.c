@@ -84,6 +84,7 @@
 #define META_GID "topicfs.gid"
 #define META_MODE "topicfs.mode"
 #define META_PARTITIONS "topicfs.partitions"
+#define META_DELETING "topicfs.deleting"
 #define MAX_ID ((int64_t)UINT32_MAX - 1)
 #define MODE_MASK 07777
 
@@ -603,6 +604,11 @@ static int set_meta(struct tfs_topic_meta *m, const char *name, const char *valu
 			rc = -ERANGE;
 		if (rc == 0)
 			m->partitions = (int32_t)v;
+	} else if (strcmp(name, META_DELETING) == 0) {
+		expect = "0 or 1";
+		rc = parse_meta_uint(value, 10, 1, &v);
+		if (rc == 0)
+			m->deleting = v == 1;
 	} else {
 		snprintf(why, why_cap, "unknown name %.*s", VALUE_MAX, name);
 		return -EINVAL;
@@ -756,6 +762,8 @@ static int render(const struct tfs_topic_config *c, const struct tfs_topic_meta 
 	snprintf(val, sizeof(val), "%" PRId32, m->partitions);
 	if (rc == 0)
 		rc = emit(buf, cap, len, META_PARTITIONS, val);
+	if (rc == 0 && m->deleting)
+		rc = emit(buf, cap, len, META_DELETING, "1");
 	return rc;
 }
 

@@ -6,7 +6,9 @@
  * File format (DATA_DIR/topics/<topic>), Java-properties style, one "name=value" per
  * line, '#' comments; written atomically (temp file, fsync, rename, fsync of the
  * directory). Besides the topic configs it carries the topic's ownership as
- * topicfs.uid, topicfs.gid, topicfs.mode (octal) and topicfs.partitions.
+ * topicfs.uid, topicfs.gid, topicfs.mode (octal) and topicfs.partitions, and
+ * topicfs.deleting=1 once the topic's deletion has begun (written only then: it is
+ * the commit point of a deletion, which an open of the data directory finishes).
  *
  * Errors: 0, -EINVAL (unknown name or bad value: nothing changed), or an I/O errno.
  * Threads: plain data; the owner serialises changes.
@@ -55,6 +57,7 @@ struct tfs_topic_meta {
 	gid_t gid;
 	mode_t mode;                   /* permission bits of the topic and its partitions */
 	int32_t partitions;
+	bool deleting;                 /* topicfs.deleting=1: a deletion has committed */
 };
 
 /* Mount-wide cleaner settings (Kafka's broker names). */

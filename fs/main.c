@@ -222,8 +222,9 @@ int main(int argc, char **argv)
 	tfs_service_status("opening the data directory %s", abs_dir);
 	rc = tfs_mount_create(&o, abs_dir, &m);
 	if (rc < 0) {
-		fprintf(stderr, "topicfs: cannot open data directory %s: %s\n", abs_dir,
-		        tfs_strerror(rc));
+		fprintf(stderr, "topicfs: cannot open data directory %s: %s%s\n", abs_dir,
+		        tfs_strerror(rc), rc == -ENOENT ? " (create it, or mount with "
+		        "-o create_data_dir)" : "");
 		goto out;
 	}
 	m->conn_opts = conn_opts;
@@ -252,6 +253,10 @@ int main(int argc, char **argv)
 		tfs_log_warn("fs", "fault injection armed: %s", o.fault_spec);
 	}
 	tfs_log_info("fs", "mounted %s on %s%s", abs_dir, abs_mnt, o.read_only ? " read-only" : "");
+	if (o.no_default_permissions)
+		tfs_log_warn("fs", "%s: no_default_permissions: the kernel checks no owner or mode; "
+		             "whoever reaches the mount may write, delete and reconfigure anything",
+		             abs_mnt);
 	if (report_fd >= 0) {
 		tell_parent(&report_fd, 0);
 		if (chdir("/") != 0)

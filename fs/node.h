@@ -116,18 +116,21 @@ const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind);
 
 /* ---- shared helpers (node.c) ---------------------------------------------- */
 
-/* The engine's upper bound of one record's encoded size is key + value + this
- * (partition_log.c record_bytes: Kafka's 21-byte record overhead + 3 varints),
- * and a unit must fit max.message.bytes with the 61-byte batch header. The fs
- * uses the same bound to reject a too-large value at write(2) time and to split a
- * large .put write into units. (An engine call that exposes the bound would be
- * better: see the report.) */
+/* The engine's upper bound of one record's encoded size in a batch of several
+ * is key + value + this (partition_log.c record_bytes: Kafka's 21-byte record
+ * overhead + 3 varints); the fs uses it to split a large .put write into units
+ * that each fit max.message.bytes with the 61-byte batch header. Whether one
+ * record fits alone is Kafka's exact rule, tfs_plog_value_max. */
 #define TFS_RECORD_BOUND_OVERHEAD 36
+/* The fewest bytes a record adds to key + value: its length, attributes, two
+ * deltas, two lengths and the header count, one byte each. */
+#define TFS_RECORD_MIN_OVERHEAD 7
 
-/* Bytes a single record's key + value may have under max_message_bytes. */
+/* At least the key + value bytes any single record may have under
+ * max_message_bytes (a bound for buffers; tfs_plog_value_max decides). */
 static inline size_t tfs_record_payload_max(int32_t max_message_bytes)
 {
-	int64_t room = (int64_t)max_message_bytes - TFS_BATCH_HEADER_BYTES - TFS_RECORD_BOUND_OVERHEAD;
+	int64_t room = (int64_t)max_message_bytes - TFS_BATCH_HEADER_BYTES - TFS_RECORD_MIN_OVERHEAD;
 	return room > 0 ? (size_t)room : 0;
 }
 

@@ -102,7 +102,8 @@ static int parse_line(struct bulk_fh *b, const char *line, size_t len,
 		}
 		rec->value = tfs_slice_make(tab + 1, len - nlen - 1);
 	}
-	if (rec->key.len + rec->value.len > b->payload_max)
+	if ((int64_t)rec->value.len > tfs_plog_value_max(b->max_message_bytes, rec->key.len,
+	                                                 rec->key_null))
 		return -EFBIG;
 	return 0;
 }

@@ -386,9 +386,11 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 		return -ENOENT;
 	h->writer = true;
 	h->append = append;
-	h->payload_max = tfs_key__payload_max(n);
 	klen = tfs_key__copy(n, kb);
-	h->payload_max = h->payload_max > klen ? h->payload_max - klen : 0;
+	{
+		int64_t vmax = tfs_key__value_max(n, klen);
+		h->payload_max = vmax > 0 ? (size_t)vmax : 0;
+	}
 	h->pending = trunc || start_dirty;
 	h->mtime_ms = tfs_now_ms();
 	if (trunc)
@@ -733,7 +735,7 @@ static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
 	pthread_mutex_unlock(&n->lock);
 	if (unlinked)
 		return -ENOENT;
-	if ((uint64_t)size > tfs_key__payload_max(n) - klen)
+	if ((int64_t)size > tfs_key__value_max(n, klen))
 		return -EFBIG;
 	rc = tfs_plog_read_key(pl, tfs_slice_make(kb, klen), &val);
 	if (rc == -ENOENT) {

@@ -35,7 +35,7 @@ struct tfs_key_handle {
 	bool append;                    /* O_APPEND: writes go to the end */
 	uint64_t write_seq;             /* mount-wide order of the last write */
 	int64_t mtime_ms;               /* time of the last write */
-	size_t payload_max;             /* key + value bound from max.message.bytes */
+	size_t payload_max;             /* the largest value, from max.message.bytes */
 	struct tfs_key_handle *wnext, *wprev;   /* node->writers or node->readers */
 	/* Who edited it (see "Whose close commits" in node_key.c). Node lock. */
 	pid_t opener_tid;
@@ -70,12 +70,14 @@ static inline size_t tfs_key__copy(struct tfs_node *n, uint8_t kb[TFS_NODE_KEY_C
 	return len;
 }
 
-static inline size_t tfs_key__payload_max(struct tfs_node *n)
+/* The largest value a key of klen bytes may hold in n's topic (Kafka's rule,
+ * tfs_plog_value_max); -1 if the key leaves no room for even an empty one. */
+static inline int64_t tfs_key__value_max(struct tfs_node *n, size_t klen)
 {
 	struct tfs_topic_config cfg;
 
 	tfs_topic_get_config(n->topic, &cfg);
-	return tfs_record_payload_max(cfg.max_message_bytes);
+	return tfs_plog_value_max(cfg.max_message_bytes, klen, false);
 }
 
 /* Decodes a key's file name. -EINVAL if it is not a canonical key name. */

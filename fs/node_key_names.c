@@ -62,7 +62,7 @@ void tfs_key_create(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		fuse_reply_err(req, klen == -ENAMETOOLONG ? ENAMETOOLONG : EINVAL);
 		return;
 	}
-	if ((size_t)klen > tfs_key__payload_max(dir)) {
+	if (tfs_key__value_max(dir, (size_t)klen) < 0) {
 		fuse_reply_err(req, EFBIG);
 		return;
 	}
@@ -231,7 +231,7 @@ void tfs_key_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 	rc = tfs_plog_read_key(pl, oid.key, &val);
 	if (rc == 0) {
 		have_val = true;
-		if ((size_t)nlen + val.value_len > tfs_key__payload_max(dir)) {
+		if ((int64_t)val.value_len > tfs_key__value_max(dir, (size_t)nlen)) {
 			rc = -EFBIG;
 			goto out;
 		}

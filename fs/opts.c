@@ -100,6 +100,18 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		o->reader_cache = true;
 		return 0;
 	}
+	if (!strcmp(arg, "default_permissions")) {
+		o->default_permissions = true;
+		return 0;                         /* added back once, in tfs_opts_parse */
+	}
+	if (!strcmp(arg, "create_data_dir")) {
+		o->engine.create_data_dir = true;
+		return 0;
+	}
+	if (!strcmp(arg, "no_default_permissions")) {
+		o->no_default_permissions = true;
+		return 0;
+	}
 	if (!strcmp(arg, "ro")) {
 		o->read_only = true;
 		return 1;                         /* the kernel mount is read-only too */
@@ -200,6 +212,17 @@ int tfs_opts_parse(struct fuse_args *args, struct tfs_opts *o)
 	if (o->bad)
 		return -1;
 	o->engine.read_only = o->read_only;
+	/* Secure by default: the kernel checks every access against the owner, group
+	 * and mode topicfs reports, unless the mount explicitly says otherwise. Without
+	 * the check, allow_other would let any user write, delete and reconfigure what
+	 * root owns (README "Mounting", "Permissions"). */
+	if (o->default_permissions && o->no_default_permissions) {
+		fprintf(stderr, "topicfs: bad mount options default_permissions and "
+		        "no_default_permissions: choose one\n");
+		return -1;
+	}
+	if (!o->no_default_permissions && fuse_opt_add_arg(args, "-odefault_permissions") != 0)
+		return -1;
 	if (!o->max_read) {
 		char arg[32];
 		o->max_read = DEFAULT_MAX_READ;
@@ -230,10 +253,15 @@ void tfs_opts_usage(const char *prog)
 	printf("usage: %s [options] DATA_DIR MOUNTPOINT\n\n"
 	       "topicfs options:\n"
 	       "    -o ro                  read-only mount (writes fail with EROFS)\n"
+	       "    -o create_data_dir     create DATA_DIR if it does not exist (else that\n"
+	       "                           is an error: a typo must not mount an empty log)\n"
 	       "    -o partitions=N        partitions of new topics (default 1)\n"
 	       "    -o io=auto|uring|sync  I/O backend (default auto)\n"
 	       "    -o max_open_files=N    bound of the segment file cache (default 4096)\n"
 	       "    -o cache_timeout=S     seconds the kernel may cache key attributes\n"
+	       "    -o no_default_permissions  no permission checks: with allow_other, every\n"
+	       "                           user may write, delete and reconfigure everything\n"
+	       "                           (default: the kernel checks owner, group and mode)\n"
 	       "    -o reader_cache        read keys through the page cache (faster re-reads;\n"
 	       "                           a value shortened while a reader is open may cut\n"
 	       "                           that reader's view)\n"

@@ -5,9 +5,11 @@
  * cleanup.policy=...), cleaner settings by their broker names
  * (log.cleaner.threads=...), partitions=N, io=auto|uring|sync, max_open_files=N,
  * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache, scratch_max_bytes=N,
- * scratch_max_files=N. max_read=N is noted and
+ * scratch_max_files=N, create_data_dir, no_default_permissions
+ * (libfuse's default_permissions is passed on unless that one is given: permission
+ * checks are on by default). max_read=N is noted and
  * also left for libfuse (it is a kernel mount option; without one, topicfs adds
- * its default). Everything else (allow_other, default_permissions, auto_unmount,
+ * its default). Everything else (allow_other, auto_unmount,
  * max_threads, -f, -d, ...) is left in the argument list for libfuse.
  *
  * Errors: tfs_opts_parse prints one line naming the bad option and returns -1.
@@ -30,6 +32,8 @@ struct tfs_opts {
 	double cache_timeout;                /* seconds the kernel may trust key attrs */
 	bool read_only;
 	bool reader_cache;                   /* readers through the page cache */
+	bool default_permissions;            /* given explicitly (it is the default) */
+	bool no_default_permissions;         /* the kernel checks no permission */
 	unsigned max_read;                   /* bytes one READ request may ask for */
 	uint64_t scratch_max_bytes;          /* bound of all scratch files' bytes */
 	uint32_t scratch_max_files;          /* bound of the scratch files alive */

@@ -15,7 +15,7 @@ mkdir -p "$data" "$mnt"
 if mountpoint -q "$mnt"; then
 	umount "$mnt"
 fi
-build/topicfs -o allow_other,default_permissions "$data" "$mnt"
+build/topicfs -o allow_other "$data" "$mnt"   # permission checks are on by default
 
 cd "$mnt"
 [ -d demo ] || mkdir demo

@@ -65,7 +65,9 @@ const char estimate_help[] =
 	"  estimate  = surviving + surviving * r / (1 - r) + active segment bytes\n"
 	"  savings   = 1 - estimate / current size\n"
 	"compaction is \"worth it\" when E >= 3 and savings > 20%; more than 10% keyless\n"
-	"records is warned about (compaction never removes them). See the README.\n"
+	"records is warned about (compaction never removes them), and more than 1% in the\n"
+	"active segment, which is read whole (a new producer without keys). The simple\n"
+	"formula's figure is printed beside; the README says why the two differ.\n"
 	"\n"
 	"  -s, --sample PERCENT        share of a large partition to read (default 10)\n"
 	"  -a, --sample-above BYTES    read a partition whole up to this many cleanable\n"
@@ -111,6 +113,10 @@ static struct json_object *estimate_json(const struct tfs_estimate *e, const str
 		json_object_object_add(i, "distinct_exact", json_object_new_boolean(in->distinct_exact));
 		json_object_object_add(i, "bad_batches", json_object_new_int64(in->bad_batches));
 		json_object_object_add(i, "dirty_ratio", json_object_new_double(in->dirty_ratio));
+		json_object_object_add(i, "active_records", json_object_new_int64(in->active_records));
+		json_object_object_add(i, "active_keyless_records",
+		                       json_object_new_int64(in->active_keyless_records));
+		json_object_object_add(i, "distinct_keys_all", json_object_new_double(in->distinct_keys_all));
 		json_object_object_add(o, "input", i);
 	}
 	json_object_object_add(o, "sample_fraction", json_object_new_double(e->sample_fraction));
@@ -128,6 +134,21 @@ static struct json_object *estimate_json(const struct tfs_estimate *e, const str
 	json_object_object_add(o, "savings", json_object_new_double(e->savings));
 	json_object_object_add(o, "worth_it", json_object_new_boolean(e->worth_it));
 	json_object_object_add(o, "keyless_warning", json_object_new_boolean(e->keyless_warning));
+	json_object_object_add(o, "new_keyless_share", json_object_new_double(e->new_keyless_share));
+	json_object_object_add(o, "new_keyless_warning", json_object_new_boolean(e->new_keyless_warning));
+	if (e->simple.defined) {
+		struct json_object *s = json_object_new_object();
+		json_object_object_add(s, "events_per_key", json_object_new_double(e->simple.events_per_key));
+		json_object_object_add(s, "keyless_share", json_object_new_double(e->simple.keyless_share));
+		json_object_object_add(s, "surviving_bytes", json_object_new_double(e->simple.surviving_bytes));
+		json_object_object_add(s, "estimate_bytes", json_object_new_double(e->simple.estimate_bytes));
+		json_object_object_add(s, "savings", json_object_new_double(e->simple.savings));
+		json_object_object_add(s, "worth_it", json_object_new_boolean(e->simple.worth_it));
+		json_object_object_add(s, "keyless_warning", json_object_new_boolean(e->simple.keyless_warning));
+		json_object_object_add(o, "simple", s);
+	} else {
+		json_object_object_add(o, "simple", NULL);
+	}
 	return o;
 }
 
@@ -414,6 +435,13 @@ int cmd_estimate(int argc, char **argv)
 		printf("  estimate              %.0f bytes (%s)\n", total.estimate_bytes,
 		       fmt_bytes(b1, sizeof(b1), total.estimate_bytes));
 		printf("  savings               %.1f%%: %s\n", total.savings * 100, verdict(&total));
+		if (total.simple.defined)
+			printf("  simple formula        estimate %.0f bytes, savings %.1f%%, E %.2f: %s "
+			       "(README: why the figures differ)\n", total.simple.estimate_bytes,
+			       total.simple.savings * 100, total.simple.events_per_key,
+			       total.simple.worth_it ? "worth it" : "not worth it");
+		else
+			printf("  simple formula        - (no record read, or r = 1)\n");
 		if (!(cfg.cleanup_policy & TFS_POLICY_COMPACT))
 			printf("note: cleanup.policy is %s: the cleaner does not compact this topic\n", pol);
 		if (cleanable == 0)
@@ -427,6 +455,15 @@ int cmd_estimate(int argc, char **argv)
 				printf("warning: partition %" PRId32 ": %.1f%% of the records are keyless; "
 				       "compaction never removes them, so the log keeps growing\n", parts[i],
 				       est[i].keyless_share * 100);
+		if (total.new_keyless_warning)
+			printf("warning: %.1f%% of the records in the active segments (the newest) are "
+			       "keyless: a new producer without keys? compaction never removes them\n",
+			       total.new_keyless_share * 100);
+		for (size_t i = 0; i < np && np > 1; i++)
+			if (est[i].new_keyless_warning)
+				printf("warning: partition %" PRId32 ": %.1f%% of the records in the active "
+				       "segment are keyless: a new producer without keys?\n", parts[i],
+				       est[i].new_keyless_share * 100);
 		for (size_t i = 0; i < np; i++)
 			if (ins[i].bad_batches)
 				printf("warning: partition %" PRId32 ": %" PRId64 " batches failed their checks "

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,22 @@ static void put(struct tfs_plog *pl, const char *k, const char *v)
 	r.value = tfs_slice_make(v, v ? strlen(v) : 0);
 	r.value_null = v == NULL;
 	assert_int_equal(tfs_plog_append(pl, &r, 1, false, NULL, NULL), 0);
+}
+
+/* A data directory holding topic name (with partitions), whose partition p has
+ * key "k" = value; the engine closed afterwards. */
+static void topic_with_key(struct fx *f, const char *name, int32_t partitions, uid_t owner,
+                           mode_t mode, int32_t p, const char *value)
+{
+	struct tfs_topic *t;
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, name, partitions, owner, owner, mode), 0);
+	t = tfs_engine_topic_get(f->e, name);
+	put(tfs_topic_partition(t, p), "k", value);
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
 }
 
 static void topic_names_follow_kafkas_rule(void **state)
@@ -178,13 +195,7 @@ static void a_partition_directory_without_config_is_a_broker_copy(void **state)
 	struct tfs_topic *t;
 	char src[4200], dst[4200], cmd[9000];
 
-	open_engine(f);
-	assert_int_equal(tfs_engine_topic_create(f->e, "orig", 1, 0, 0, 0755), 0);
-	t = tfs_engine_topic_get(f->e, "orig");
-	put(tfs_topic_partition(t, 0), "k", "broker");
-	tfs_topic_unref(t);
-	tfs_engine_close(f->e);
-	f->e = NULL;
+	topic_with_key(f, "orig", 1, 0, 0755, 0, "broker");
 	/* copy only the partition directory, as out of a broker's log dir */
 	snprintf(src, sizeof(src), "%s/orig-0", f->dir);
 	snprintf(dst, sizeof(dst), "%s/copied-0", f->dir);
@@ -225,6 +236,214 @@ static void a_249_character_topic_name_persists(void **state)
 	assert_non_null(t);
 	assert_int_equal(tfs_topic_partition_count(t), 2);
 	tfs_topic_unref(t);
+}
+
+/* Kafka's longest topic name: 249 times c. */
+static void longest_name(char name[250], char c)
+{
+	memset(name, c, 249);
+	name[249] = '\0';
+}
+
+/* Entries of dir whose names start with the first plen bytes of prefix. */
+static int entries_like(const char *dir, const char *prefix, size_t plen)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		bool like = de->d_name[0] != '.' && !strncmp(de->d_name, prefix, plen);
+		if (like)
+			print_message("left over: %s/%s\n", dir, de->d_name);
+		n += like;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The topic's partition directories, whole or renamed (their names start with
+ * the topic's), and any file in topics/. */
+static int leftovers(struct fx *f, const char *topic)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/topics", f->dir);
+	return entries_like(f->dir, topic, 32) + entries_like(p, "", 0);
+}
+
+/* Regression (issue 11, bug 6): "<topic>-<N>.<stamp>-delete" did not fit in 255
+ * bytes for names of 233 characters and more: the rename failed with
+ * ENAMETOOLONG and the topic came back at every open. */
+static void a_249_character_topic_is_deleted_for_good(void **state)
+{
+	struct fx *f = *state;
+	char name[250];
+	struct tfs_topic *t;
+
+	longest_name(name, 'd');
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, name, 12, 0, 0, 0755), 0);
+	t = tfs_engine_topic_get(f->e, name);
+	put(tfs_topic_partition(t, 11), "k", "v");
+	tfs_topic_unref(t);
+	assert_int_equal(tfs_engine_topic_delete(f->e, name, true), 0);
+	assert_null(tfs_engine_topic_get(f->e, name));
+	assert_int_equal(leftovers(f, name), 0);
+	open_engine(f);
+	assert_null(tfs_engine_topic_get(f->e, name));
+	assert_int_equal(tfs_engine_topic_create(f->e, name, 1, 0, 0, 0755), 0);
+}
+
+struct del_crash {
+	struct fx *f;
+	const char *name;
+};
+
+static int delete_child(void *arg, const char *spec, int fd)
+{
+	struct del_crash *c = arg;
+	struct tfs_engine *e = NULL;
+	char done = 1;
+
+	if (tfs_engine_open(&c->f->cfg, &e) < 0)
+		return 1;
+	if (tfs_io_set_fault(tfs_engine_io(e), spec) < 0 ||
+	    tfs_engine_topic_delete(e, c->name, true) < 0)
+		return 1;
+	if (write(fd, &done, 1) != 1)
+		return 1;
+	tfs_engine_close(e);
+	return 0;
+}
+
+/* A deletion killed at each of its disk operations in turn: at the next open the
+ * topic is whole (its keys read back) or gone with every file, never half (it used
+ * to come back with some partitions empty). Once with a short name, once with the
+ * longest. */
+static void sweep_deletion(struct fx *f, const char *name)
+{
+	bool finished = false;
+	int gone_from = -1;
+
+	for (int n = 1; !finished; n++) {
+		struct del_crash c = { f, name };
+		struct tfs_topic *t;
+		char done;
+		size_t acked;
+
+		open_engine(f);
+		if (!(t = tfs_engine_topic_get(f->e, name))) {
+			assert_int_equal(tfs_engine_topic_create(f->e, name, 3, 0, 0, 0755), 0);
+			t = tfs_engine_topic_get(f->e, name);
+			for (int32_t p = 0; p < 3; p++)
+				put(tfs_topic_partition(t, p), "k", "v");
+		}
+		tfs_topic_unref(t);
+		tfs_engine_close(f->e);
+		f->e = NULL;
+		acked = t_crash_run(delete_child, &c, n, &done, 1, 1, &finished);
+		open_engine(f);
+		t = tfs_engine_topic_get(f->e, name);
+		if (t) {
+			assert_int_equal(acked, 0);
+			assert_int_equal(tfs_topic_partition_count(t), 3);
+			for (int32_t p = 0; p < 3; p++) {
+				struct tfs_keyinfo info;
+				assert_int_equal(tfs_plog_lookup(tfs_topic_partition(t, p),
+				                                 tfs_slice_make("k", 1), &info), 0);
+			}
+			tfs_topic_unref(t);
+		} else {
+			assert_int_equal(leftovers(f, name), 0);
+			if (gone_from < 0)
+				gone_from = n;
+		}
+		assert_true(n < 200);
+	}
+	assert_true(gone_from > 1);             /* some crash points came before the commit */
+}
+
+static void a_deletion_killed_at_any_step_is_whole_or_gone(void **state)
+{
+	struct fx *f = *state;
+	char name[250];
+
+	sweep_deletion(f, "short");
+	longest_name(name, 'c');
+	sweep_deletion(f, name);
+}
+
+/* Regression (issue 11): a config file that did not load gave the topic the
+ * default owner and mode (publishing a private topic) and the next change
+ * overwrote the file. Now the file stays byte for byte, the topic reads but
+ * refuses every change, and its mode is its owner's only. */
+static void a_garbage_config_file_leaves_its_topic_read_only(void **state)
+{
+	struct fx *f = *state;
+	static const char garbage[] = "segment.bytes=lots\ntopicfs.mode=0700\n";
+	struct tfs_topic *t;
+	struct tfs_topic_meta m;
+	char p[4200];
+	uint8_t *text;
+	long len;
+
+	topic_with_key(f, "priv", 2, 1000, 0700, 0, "v");
+	snprintf(p, sizeof(p), "%s/topics/priv", f->dir);
+	t_write_file(p, garbage, strlen(garbage));
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "priv");
+	assert_non_null(t);
+	assert_true(tfs_topic_config_refused(t));
+	assert_int_equal(tfs_topic_partition_count(t), 2);   /* partition 1 is empty: kept */
+	{
+		struct tfs_record_copy rc;
+		assert_int_equal(tfs_plog_read_key(tfs_topic_partition(t, 0), tfs_slice_make("k", 1), &rc), 0);
+		tfs_record_copy_release(&rc);
+	}
+	tfs_topic_get_meta(t, &m);
+	assert_int_equal(m.mode, 0500);
+	{
+		struct tfs_append_rec r = { 0 };
+		r.key = tfs_slice_make("k", 1);
+		assert_int_equal(tfs_plog_append(tfs_topic_partition(t, 0), &r, 1, false, NULL, NULL),
+		                 TFS_EREADONLY);
+	}
+	assert_int_equal(tfs_topic_set_config(t, "segment.bytes", "1048576"), TFS_EREADONLY);
+	assert_int_equal(tfs_topic_set_mode(t, 0755), TFS_EREADONLY);
+	assert_int_equal(tfs_topic_add_partition(t, 2), TFS_EREADONLY);
+	assert_int_equal(tfs_engine_topic_delete(f->e, "priv", true), TFS_EREADONLY);
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
+	len = t_read_file(p, &text);
+	assert_int_equal(len, (long)strlen(garbage));
+	assert_memory_equal(text, garbage, len);
+	free(text);
+	snprintf(p, sizeof(p), "%s/priv-1", f->dir);
+	assert_int_equal(access(p, F_OK), 0);
+}
+
+/* Regression (issue 11): a missing data directory was created silently, so a typo
+ * mounted an empty log. Now it is ENOENT unless create_data_dir asks. */
+static void a_missing_data_directory_is_enoent_unless_asked_for(void **state)
+{
+	struct fx *f = *state;
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/not-yet", f->dir);
+	f->cfg.data_dir = p;
+	assert_int_equal(tfs_engine_open(&f->cfg, &f->e), -ENOENT);
+	assert_null(f->e);
+	assert_int_equal(access(p, F_OK), -1);
+	f->cfg.create_data_dir = true;
+	f->cfg.read_only = true;
+	assert_int_equal(tfs_engine_open(&f->cfg, &f->e), -ENOENT);
+	f->cfg.read_only = false;
+	open_engine(f);
+	assert_int_equal(access(p, F_OK), 0);
+	assert_int_equal(tfs_engine_topic_create(f->e, "t", 1, 0, 0, 0755), 0);
 }
 
 static void names_list_sorted(void **state)
@@ -273,6 +492,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_partition_directory_without_config_is_a_broker_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_249_character_topic_name_persists, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_249_character_topic_is_deleted_for_good, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_deletion_killed_at_any_step_is_whole_or_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_garbage_config_file_leaves_its_topic_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_missing_data_directory_is_enoent_unless_asked_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
 	};

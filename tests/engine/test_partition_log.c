@@ -177,6 +177,52 @@ static void a_value_over_max_message_bytes_is_efbig_and_appends_nothing(void **s
 	free(big);
 }
 
+/* Regression (issue 11): the largest accepted value was a few dozen bytes short
+ * of Kafka's, which compares a batch's whole size with max.message.bytes. For keys
+ * and limits around varint boundaries: the largest value tfs_plog_value_max names
+ * is accepted, its batch on disk is at most max.message.bytes and so close to it
+ * that one more byte would not fit, and one byte more is EFBIG. */
+static void the_largest_value_is_kafkas_to_the_byte(void **state)
+{
+	struct fx *f = *state;
+	static const int32_t maxes[] = { 100, 1000, 8300, 20000, 1048588 };
+	static const size_t keys[] = { 0, 1, 63, 64, 200 };
+	uint8_t *buf = calloc(1, 1048588);
+	char kb[256];
+	int64_t end = 0;
+
+	memset(kb, 'k', sizeof(kb));
+	f->pl = open_pl(f);
+	for (size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++) {
+		f->cfg.max_message_bytes = maxes[m];
+		tfs_plog_set_config(f->pl, &f->cfg);
+		for (size_t k = 0; k <= sizeof(keys) / sizeof(keys[0]); k++) {
+			bool keyless = k == sizeof(keys) / sizeof(keys[0]);
+			struct tfs_append_rec r = { 0 };
+			struct tfs_plog_stats st;
+			int64_t v = tfs_plog_value_max(maxes[m], keyless ? 0 : keys[k], keyless);
+
+			if (v < 0)
+				continue;           /* a 200-byte key and max 100: nothing fits */
+			r.key = tfs_slice_make(kb, keyless ? 0 : keys[k]);
+			r.key_null = keyless;
+			r.value = tfs_slice_make(buf, (size_t)v + 1);
+			assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), -EFBIG);
+			r.value.len = (size_t)v;
+			assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);
+			tfs_plog_stats(f->pl, &st);
+			/* the batch is at most the limit, and within the 3 bytes a value
+			 * byte more can add (itself and two varints growing) */
+			assert_true(st.size_bytes - end <= maxes[m]);
+			assert_true(st.size_bytes - end > maxes[m] - 3);
+			end = st.size_bytes;
+		}
+	}
+	/* Kafka's default: a key of 8 bytes may hold 1048588 - 61 - 19 bytes */
+	assert_int_equal(tfs_plog_value_max(1048588, 8, false), 1048588 - 61 - 19);
+	free(buf);
+}
+
 static void everything_survives_a_reopen(void **state)
 {
 	struct fx *f = *state;
@@ -234,6 +280,50 @@ static void roll_on_request_and_reads_cross_segments(void **state)
 		assert_int_equal(v[1], 1);
 		free(v);
 	}
+}
+
+/* Regression (issue 11): the roll check counted a record bound without the batch
+ * header, so a segment grew up to ~32 bytes past segment.bytes. Kafka's rule is
+ * exact: roll before a batch when size > segment.bytes - batch size; a batch larger
+ * than segment.bytes still goes into an empty segment, alone. */
+static void segments_roll_before_the_batch_that_would_overflow(void **state)
+{
+	struct fx *f = *state;
+	char p[4200], v[2048];
+	long batch;
+	int64_t base = 0;
+	enum { PER_SEGMENT = 10, SLACK = 10 };
+
+	f->pl = open_pl(f);
+	memset(v, 'v', 20);
+	v[20] = '\0';
+	put(f->pl, "k00", v);
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 0);
+	batch = t_file_size(p);
+	assert_true(batch > 61 && batch < 200);
+	/* ten batches fit, an eleventh would overflow by batch - SLACK bytes */
+	f->cfg.segment_bytes = (PER_SEGMENT + 1) * batch - SLACK;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	for (int i = 1; i < 100; i++) {
+		char k[8];
+		snprintf(k, sizeof(k), "k%02d", i);
+		put(f->pl, k, v);
+	}
+	for (int i = 0; i < 100 / PER_SEGMENT; i++) {
+		snprintf(p, sizeof(p), "%s/%020" PRId64 ".log", f->path, base);
+		assert_int_equal(t_file_size(p), PER_SEGMENT * batch);
+		base += PER_SEGMENT;
+	}
+	/* one batch larger than segment.bytes: a segment of its own */
+	memset(v, 'w', 2000);
+	v[2000] = '\0';
+	assert_int_equal(put(f->pl, "big", v), 100);
+	put(f->pl, "after", "x");
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 100);
+	assert_true(t_file_size(p) > 2000);
+	snprintf(p, sizeof(p), "%s/%020d.log", f->path, 101);
+	assert_int_equal(t_file_size(p), batch + 2 - 19);   /* key 2 bytes longer, value 19 shorter */
+	assert_value(f->pl, "big", v);
 }
 
 static void cursor_from_a_missing_offset_starts_at_the_next(void **state)
@@ -878,8 +968,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(appends_assign_consecutive_offsets_and_read_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_unit_lands_in_one_batch_with_consecutive_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_value_over_max_message_bytes_is_efbig_and_appends_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_largest_value_is_kafkas_to_the_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(everything_survives_a_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(roll_on_request_and_reads_cross_segments, setup, teardown),
+		cmocka_unit_test_setup_teardown(segments_roll_before_the_batch_that_would_overflow, setup, teardown),
 		cmocka_unit_test_setup_teardown(cursor_from_a_missing_offset_starts_at_the_next, setup, teardown),
 		cmocka_unit_test_setup_teardown(zstd_topics_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(truncation_at_every_byte_recovers_the_whole_batches_before, setup, teardown),

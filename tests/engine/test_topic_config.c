@@ -162,7 +162,7 @@ static void non_default(struct tfs_topic_config *c)
 		assert_false(tfs_topic_config_is_default(c, kv[i][0]));
 }
 
-static const struct tfs_topic_meta some_meta = { 1234, 5678, 0750, 12 };
+static const struct tfs_topic_meta some_meta = { 1234, 5678, 0750, 12, false };
 
 /* ---- defaults and names ------------------------------------------------------------- */
 
@@ -579,7 +579,7 @@ static void test_save_load_round_trip(void **state)
 {
 	struct fixture *f = *state;
 	struct tfs_topic_config a, b;
-	struct tfs_topic_meta ma = some_meta, mb = { 0, 0, 0, 1 };
+	struct tfs_topic_meta ma = some_meta, mb = { 0, 0, 0, 1, false };
 
 	non_default(&a);
 	assert_int_equal(tfs_topic_config_save(f->io, f->path, &a, &ma), 0);
@@ -601,7 +601,7 @@ static void test_save_load_round_trip(void **state)
 	free(text);
 
 	/* Saving the defaults over it round-trips too (the replace really replaces). */
-	struct tfs_topic_meta m0 = { 0, 0, 0644, 1 };
+	struct tfs_topic_meta m0 = { 0, 0, 0644, 1, false };
 	tfs_topic_config_defaults(&a);
 	assert_int_equal(tfs_topic_config_save(f->io, f->path, &a, &m0), 0);
 	non_default(&b);
@@ -769,10 +769,11 @@ static void test_load_missing(void **state)
 {
 	struct fixture *f = *state;
 	struct tfs_topic_config c, before_c;
-	struct tfs_topic_meta m = some_meta, before_m = some_meta;
+	struct tfs_topic_meta m = some_meta, before_m;
 
 	non_default(&c);
 	memcpy(&before_c, &c, sizeof(c));
+	memcpy(&before_m, &m, sizeof(m));
 	assert_int_equal(tfs_topic_config_load(f->path, &c, &m), -ENOENT);
 	assert_memory_equal(&before_c, &c, sizeof(c));
 	assert_memory_equal(&before_m, &m, sizeof(m));
@@ -784,7 +785,7 @@ static void test_stale_tmp_ignored(void **state)
 {
 	struct fixture *f = *state;
 	struct tfs_topic_config a, b;
-	struct tfs_topic_meta m = some_meta, mb = { 0, 0, 0, 1 };
+	struct tfs_topic_meta m = some_meta, mb = { 0, 0, 0, 1, false };
 	static const char junk[] = "segment.bytes=garbage\nhalf a li";
 	char *tmp = NULL;
 

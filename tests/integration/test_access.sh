@@ -104,6 +104,76 @@ c_permissions() {
 	as_user_errno EACCES read "$p/k3"       # mode 750, not the owner, not in the group
 }
 
+# Regression (issue 11, bug 7): allow_other alone used to leave every check to
+# nobody, so any user could overwrite and delete root's keys, create topics and
+# change configs. Permission checks are on unless no_default_permissions says not.
+c_permissions_by_default() {
+	ensure_user
+	t_mount -o allow_other
+	mkdir "$MNT/t"
+	chmod 755 "$MNT/t"
+	local p=$MNT/t/0
+	echo v > "$p/k"
+	echo w > "$p/gone"
+	assert_eq 755 "$(stat -c %a "$MNT")" "mode of the mount root (the data directory's)"
+	# What the modes allow: reading keys, listings, history and attributes.
+	assert_eq v "$(t_as "$T_USER" cat "$p/k")" "cat as $T_USER"
+	assert_eq "gone k" "$(t_as "$T_USER" ls "$p" | tr '\n' ' ' | sed 's/ $//')" "ls as $T_USER"
+	as_user_errno OK read "$p/.history/$(t_off 0)"
+	as_user_errno OK getxattr "$p" user.topicfs.log_end_offset
+	as_user_errno OK getxattr "$MNT/t" user.topicfs.cleanup.policy
+	# What they do not: root's keys in a 0755 partition, topics in a root-owned
+	# 0755 mount root, topic configs, the control files and the action attributes.
+	as_user_errno EACCES put "$p/k" x
+	as_user_errno EACCES put "$p/new" x
+	as_user_errno EACCES append "$p/k" x
+	as_user_errno EACCES truncate "$p/k" 0
+	as_user_errno EACCES unlink "$p/gone"
+	as_user_errno EACCES rename "$p/k" "$p/k2"
+	as_user_errno EACCES mkdir "$MNT/u"
+	as_user_errno EACCES mkdir "$MNT/t/1"
+	as_user_errno EACCES rmdir "$MNT/t"
+	as_user_errno EACCES open "$p/.put" w
+	as_user_errno EACCES open "$p/.append" w
+	as_user_errno EACCES open "$p/.batches" w
+	as_user_errno "EACCES|EPERM" setxattr "$MNT/t" user.topicfs.retention.ms 5
+	as_user_errno "EACCES|EPERM" setxattr "$MNT/t" user.topicfs.cleanup.policy delete
+	as_user_errno "EACCES|EPERM" setxattr "$p" user.topicfs.clean 1
+	as_user_errno "EACCES|EPERM" setxattr "$p" user.topicfs.roll 1
+	as_user_errno "EACCES|EPERM" chmod "$MNT/t" 777
+	assert_eq 2 "$(t_leo t/0)" "log end after the refused writes: nothing appended"
+	assert_eq 604800000 "$(t_x "$MNT/t" retention.ms)" "retention.ms after the refused setfattr"
+	assert_eq compact "$(t_x "$MNT/t" cleanup.policy)" "cleanup.policy after the refused setfattr"
+	assert_eq 1 "$(t_x "$p" segments)" "segments after the refused roll"
+	assert_eq t "$(ls "$MNT")" "topics after the refused mkdir"
+	assert_cat "$p/k" $'v\n'
+	assert_cat "$p/gone" $'w\n'
+	# A mount root the user may write to: its mkdir makes a topic the user owns.
+	chmod 1777 "$DATA"
+	t_remount -o allow_other
+	as_user_errno OK mkdir "$MNT/mine" 755
+	assert_eq "$(id -u "$T_USER")" "$(stat -c %u "$MNT/mine")" "owner of the user's topic"
+	as_user_errno OK put "$MNT/mine/0/k" x
+	as_user_errno EACCES put "$p/k" x
+	chmod 755 "$DATA"
+}
+
+# no_default_permissions is the explicit way out, and means what the README says:
+# the kernel checks nothing, so with allow_other anyone may write root's keys.
+c_no_default_permissions() {
+	ensure_user
+	t_mount -o allow_other,no_default_permissions
+	mkdir "$MNT/t"
+	chmod 755 "$MNT/t"
+	echo v > "$MNT/t/0/k"
+	as_user_errno OK put "$MNT/t/0/k" x
+	assert_cat "$MNT/t/0/k" x
+	t_umount
+	assert_fails "$TOPICFS" -f -o default_permissions,no_default_permissions "$DATA" "$MNT"
+}
+
 t_test read_only_mount c_read_only_mount
 t_test permissions c_permissions
+t_test permissions_by_default c_permissions_by_default
+t_test no_default_permissions c_no_default_permissions
 t_done

@@ -280,6 +280,21 @@ PY
 	t_daemon_log | grep -q "refused a producer's batch" || fail "no log line for the refusals"
 }
 
+# Regression (issue 11): the README tour's ".put # one batch" line made two batches,
+# because bash's builtin printf writes each line with its own write(2). The line,
+# as the README has it, makes one.
+c_readme_tour_put_is_one_batch() {
+	local line
+	t_mount
+	mkdir "$MNT/users"
+	line=$(grep -m 1 '> users/0/.put' "$T_REPO/README.md")
+	assert_match '.*one batch.*' "$line" "the tour's .put line"
+	(cd "$MNT" && bash -c "${line%%#*}")
+	assert_eq 1 "$(t_batches users 0 | wc -l)" "batches of the tour's .put line"
+	assert_cat "$MNT/users/0/carol" '{"plan":"pro"}'
+	assert_cat "$MNT/users/0/dave" '{"plan":"free"}'
+}
+
 t_test append_lines c_append_lines
 t_test put_lines c_put_lines
 t_test malformed_lines c_malformed_lines
@@ -288,4 +303,5 @@ t_test partial_lines c_partial_lines
 t_test bulk_after_remount c_bulk_after_remount
 t_test batches_from_a_producer c_batches_from_a_producer
 t_test batches_refused c_batches_refused
+t_test readme_tour_put_is_one_batch c_readme_tour_put_is_one_batch
 t_done

@@ -79,6 +79,47 @@ c_value_too_large() {
 	assert_eq 2000 "$(stat -c %s "$k")" "size after the limit was raised"
 }
 
+# Regression (issue 11): Kafka compares a whole batch with max.message.bytes. With
+# 1000: a key "k" and 929 bytes make a batch of 61 + 2 (record length) + 8 + 929 =
+# 1000 bytes (attributes, two deltas, key length, "k", value length 2, header
+# count); 930 is EFBIG. Keyless (.append): 930 fit, 931 do not.
+c_largest_value_is_kafkas() {
+	t_mount -o max.message.bytes=1000
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 s0
+	echo small > "$p/k"
+	T_SYS_STEP=1 assert_records t/0 0 assert_errno "write:EFBIG|close:EFBIG" put "$p/k" "x*930"
+	s0=$(t_x "$p" size_bytes)
+	T_SYS_STEP=1 assert_records t/0 1 assert_errno close:OK put "$p/k" "x*929"
+	assert_eq 1000 $(($(t_x "$p" size_bytes) - s0)) "bytes of the largest batch"
+	assert_eq 929 "$(stat -c %s "$p/k")" "size of the largest value"
+	assert_records t/0 0 assert_errno EFBIG put "$p/.put" "k	$(head -c 930 /dev/zero | tr '\0' x)"
+	assert_records t/0 1 assert_errno OK put "$p/.put" "k	$(head -c 929 /dev/zero | tr '\0' x)"
+	assert_records t/0 0 assert_errno EFBIG put "$p/.append" "$(head -c 931 /dev/zero | tr '\0' x)"
+	assert_records t/0 1 assert_errno OK put "$p/.append" "$(head -c 930 /dev/zero | tr '\0' x)"
+}
+
+# Regression (issue 11): a mount of a data directory that does not exist (a typo)
+# used to create it; it fails and says how to ask for one, and nothing is created.
+c_missing_data_dir() {
+	local out rc=0
+	out=$(timeout 60 "$TOPICFS" -f "$T_CASE/no-such-dir" "$MNT" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "exit status of a mount of a missing data directory"
+	assert_match '.*no-such-dir: No such file or directory \(create it, or mount with -o create_data_dir\).*' \
+		"$out" "what topicfs says"
+	assert_absent "$T_CASE/no-such-dir"
+	# The daemon itself, not t_mount (which makes the directory first).
+	timeout 60 "$TOPICFS" -o create_data_dir,auto_unmount "$T_CASE/new-dir" "$MNT" ||
+		fail "mount with -o create_data_dir failed"
+	t_on_exit "fusermount3 -uz '$MNT'"
+	assert_ok test -d "$T_CASE/new-dir/topics"
+	umount "$MNT"
+	t_mount "$T_CASE/new-dir" "$MNT"
+	mkdir "$MNT/t"
+	echo v > "$MNT/t/0/k"
+	assert_cat "$MNT/t/0/k" $'v\n'
+}
+
 c_unknown_names() {
 	t_mount
 	mkdir "$MNT/t"
@@ -265,6 +306,8 @@ t_test bad_topic_names c_bad_topic_names
 t_skip empty_topic_name "an empty name never reaches a filesystem: mkdir MNT/ is the root itself (EEXIST from the VFS)"
 t_test bad_config_values c_bad_config_values
 t_test value_too_large c_value_too_large
+t_test largest_value_is_kafkas c_largest_value_is_kafkas
+t_test missing_data_dir c_missing_data_dir
 t_test unknown_names c_unknown_names
 t_test non_canonical_key_names c_non_canonical_key_names
 t_test name_too_long c_name_too_long

@@ -105,6 +105,9 @@ c_mount_t_topicfs_and_fstab() {
 	: > "$T_CASE/argv.log"
 	TOPICFS_BIN=$T_CASE/standin mount -T "$T_CASE/fstab" "$MNT"
 	assert_eq "-o allow_other $DATA $MNT" "$(cat "$T_CASE/argv.log")" "argv from the fstab line"
+	# README's fstab line is safe as written: the kernel checks permissions.
+	assert_match '.*[ ,]default_permissions(,.*)?' "$(awk -v m="$MNT" '$5 == m' /proc/self/mountinfo)" \
+		"the fstab mount in mountinfo"
 	assert_cat "$MNT/t/0/k" $'v\n'
 	t_umount
 	# With topicfs in a standard directory instead of TOPICFS_BIN.

@@ -10,7 +10,11 @@
                            (r = 0.25): known keyed / keyless / distinct counts
                            per partition, and DIR/expected.json: topicctl
                            estimate's figures computed here from the README's
-                           formula.
+                           formula, and the simple formula's figures.
+  mklog.py estimate-active DIR
+                           DIR/n-0: a keyed cleanable segment and an active
+                           segment where 2 of 100 records are keyless (a new
+                           producer without keys).
 
 Batches are encoded here field by field (RecordBatch v2, CRC-32C) so that every
 header field can be chosen, and each file is read back through kafka-python's
@@ -201,6 +205,7 @@ def partition(top, p, keyed_spec, keyless_spec, active_recs):
         "keyed_records": nkeyed,
         "keyless_records": keyless_spec[0] * keyless_spec[1],
         "distinct": min(keys, nkeyed),
+        "active_records": active_recs,
     }
 
 
@@ -224,6 +229,31 @@ def formula(x):
             "keyless_warning": share > 0.10}
 
 
+def simple(n, distinct, keyless, current, active_per_partition, partitions):
+    """The simple formula (README), in the same order of floating-point operations."""
+    keyed = float(n) - float(keyless)
+    e = keyed / (distinct if distinct > 1 else 1.0)
+    share = float(keyless) / float(n)
+    keyed_after = current * (1 - share) / e if e > 0 else 0.0
+    surviving = current * share + keyed_after
+    dirt = surviving * (R / (1 - R))
+    estimate = surviving + dirt + active_per_partition * partitions
+    savings = 1 - estimate / current
+    return {"events_per_key": e, "keyless_share": share, "surviving_bytes": surviving,
+            "estimate_bytes": estimate, "savings": savings,
+            "worth_it": e >= 3.0 and savings > 0.20, "keyless_warning": share > 0.10}
+
+
+def cmd_estimate_active(top):
+    d = os.path.join(top, "n-0")
+    os.makedirs(d)
+    kb, off, _ = keyed_batches(0, 10, 5, 10, 20)
+    write_segment(d, 0, kb)
+    recs = [(i, T0 + i, None if i in (40, 41) else b"key-%03d" % (i % 10), b"a" * 10, [])
+            for i in range(100)]
+    write_segment(d, off, [batch(off, recs)])
+
+
 def cmd_estimate(top):
     os.makedirs(os.path.join(top, "topics"), exist_ok=True)
     with open(os.path.join(top, "topics", "e"), "w") as f:
@@ -238,6 +268,9 @@ def cmd_estimate(top):
     for x in parts:
         y = formula(x)
         y.update(x)
+        n = x["keyed_records"] + x["keyless_records"] + x["active_records"]
+        y["simple"] = simple(n, float(x["distinct"]), x["keyless_records"], float(x["current"]),
+                             float(x["active"]), 1.0)
         exp["partitions"].append(y)
     cur = 0.0
     est = 0.0
@@ -254,10 +287,14 @@ def cmd_estimate(top):
         keyless += x["keyless_records"]
     e = keyed / distinct
     savings = 1.0 - est / cur
+    act = sum(float(x["active"]) for x in parts)
+    n_all = records + sum(x["active_records"] for x in parts)
+    simple_total = simple(n_all, distinct, keyless, cur, act / 3.0, 3.0)
     share = float(keyless) / float(records)
     exp["total"] = {"events_per_key": e, "estimate_bytes": est, "current_bytes": cur,
                     "savings": savings, "keyless_share": share,
-                    "worth_it": e >= 3.0 and savings > 0.20, "keyless_warning": share > 0.10}
+                    "worth_it": e >= 3.0 and savings > 0.20, "keyless_warning": share > 0.10,
+                    "simple": simple_total}
     with open(os.path.join(top, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
 
@@ -267,6 +304,8 @@ def main(argv):
         cmd_dumpdir(argv[2])
     elif len(argv) == 3 and argv[1] == "estimate":
         cmd_estimate(argv[2])
+    elif len(argv) == 3 and argv[1] == "estimate-active":
+        cmd_estimate_active(argv[2])
     else:
         sys.stderr.write(__doc__)
         return 2

@@ -559,8 +559,11 @@ for g, x in zip(got["partitions"], exp["partitions"]):
         assert i[k] == want, ("partition", g["partition"], k, i[k], want)
     assert i["sampled"] is False and i["distinct_exact"] is True
     for k in ("events_per_key", "surviving_bytes", "dirt_bytes", "estimate_bytes",
-              "current_bytes", "savings", "keyless_share", "worth_it", "keyless_warning"):
+              "current_bytes", "savings", "keyless_share", "worth_it", "keyless_warning",
+              "simple"):
         assert g[k] == x[k], ("partition", g["partition"], k, g[k], x[k])
+    assert i["active_records"] == x["active_records"] and i["active_keyless_records"] == 0
+    assert g["new_keyless_warning"] is False and g["new_keyless_share"] == 0
 for k, want in exp["total"].items():
     assert got["total"][k] == want, ("total", k, got["total"][k], want)
 # the three cases the data was built for
@@ -582,6 +585,11 @@ for p, x in zip(("0", "1", "2"), exp["partitions"]):
     assert r[8] == "%.1f%%" % (x["savings"] * 100), (r, x)
 t = exp["total"]
 assert rows["total"][7] == "%.0f" % t["estimate_bytes"], rows["total"]
+s = t["simple"]
+line = ("  simple formula        estimate %.0f bytes, savings %.1f%%, E %.2f: %s "
+        "(README: why the figures differ)" % (s["estimate_bytes"], s["savings"] * 100,
+        s["events_per_key"], "worth it" if s["worth_it"] else "not worth it"))
+assert line in out, (line, out)
 assert "  savings               %.1f%%: worth it" % (t["savings"] * 100) in out, out
 assert "  events per key E      %.2f = 220 keyed records / 34 keys" % t["events_per_key"] in out
 EOF
@@ -589,6 +597,26 @@ EOF
 	has out "not worth it (few events per key)"
 	has_line out "warning: partition 1: 42.9% of the records are keyless; compaction never removes them, so the log keeps growing"
 	has out "records read          240: 220 keyed (tombstones among them: 14), 20 keyless"
+}
+
+# Regression (issue 11): keyless records in the active segment were never read, so
+# the warning about a new producer without keys could not fire before a roll.
+c_estimate_new_keyless_producer() {
+	"$PY" "$MKLOG" estimate-active n
+	run 0 "$CTL" estimate n n
+	has_line out "warning: 2.0% of the records in the active segments (the newest) are keyless: a new producer without keys? compaction never removes them"
+	run 0 "$CTL" estimate --json n n
+	"$PY" - out <<'EOF'
+import json, sys
+got = json.load(open(sys.argv[1]))
+p = got["partitions"][0]
+assert p["input"]["active_records"] == 100 and p["input"]["active_keyless_records"] == 2, p
+assert p["input"]["keyless_records"] == 0 and p["keyless_warning"] is False, p
+assert p["new_keyless_share"] == 0.02 and p["new_keyless_warning"] is True, p
+# the simple formula reads the active records too: 2 keyless of 150, 10 keys
+s = p["simple"]
+assert s["keyless_share"] == 2 / 150 and s["events_per_key"] == 148 / 10, s
+EOF
 }
 
 # Sampling mode on logs smaller than one window reads everything: same figures.
@@ -983,6 +1011,7 @@ t_case verify_checkpoint c_verify_checkpoint
 t_case verify_config c_verify_config
 t_case repair c_repair
 t_case estimate_exact c_estimate_exact
+t_case estimate_new_keyless_producer c_estimate_new_keyless_producer
 t_case estimate_sampled_small c_estimate_sampled_small
 t_case estimate_errors c_estimate_errors
 t_case status_regions c_status_regions
