@@ -6,7 +6,7 @@ pkgs="build-essential cmake pkg-config libfuse3-dev fuse3 liburing-dev libzstd-d
       libxxhash-dev libjson-c-dev attr"
 if [ "${1:-}" = "--tests" ]; then
 	pkgs="$pkgs libcmocka-dev python3 python3-kafka python3-zstandard fio stress-ng
-	      dbench vim-tiny sudo procps util-linux coreutils findutils"
+	      dbench vim-tiny sudo procps util-linux coreutils findutils clang libclang-rt-14-dev"
 fi
 if [ "${1:-}" = "--bench" ]; then
 	pkgs="$pkgs librocksdb-dev time"
