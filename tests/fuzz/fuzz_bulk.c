@@ -11,7 +11,8 @@
  *   byte 1   max.message.bytes choice (bit 1)
  *   byte 2   low 4 bits: S, the number of write(2) sizes that follow; high 4
  *            bits: the amplification exponent (bit 2: 2^e repetitions)
- *   2*S      write(2) sizes (little-endian; used in turn; 0 = the whole rest)
+ *   2*S      write(2) sizes (little-endian; used in turn; 0 = the whole rest;
+ *            after 4096 writes the rest is one write)
  *   rest     the body: the bytes written
  * Each write(2) reaches the handler as FUSE writes of at most 1 MiB, as the
  * kernel cuts them.
@@ -38,6 +39,7 @@
 #define MAX_STREAM_BYTES (8u << 20)    /* the largest write(2) stream tried */
 #define MAX_FUSE_WRITE (1u << 20)      /* the kernel's largest WRITE (256 pages) */
 #define AMPLIFY_UNIT 128               /* write sizes of amplified inputs */
+#define MAX_WRITES 4096                /* write(2) calls of one input, at most */
 #define TOPIC "f"
 #define DEFAULT_MAX_MESSAGE_BYTES 1048588   /* Kafka's default */
 #define TOPIC_RECREATE_BYTES (64 << 20)    /* a fresh topic once the log is this big */
@@ -59,7 +61,7 @@ struct model {
 	size_t payload_max, line_max;
 	tfs_offset_t base;                  /* the log end before the first write */
 	uint8_t *partial;                   /* the unterminated line so far */
-	size_t plen;
+	size_t plen, pcap;
 	struct mrec *recs;
 	size_t count, cap;
 };
@@ -132,11 +134,27 @@ static void mrec_free(struct mrec *r)
 static int model_write(struct model *md, const uint8_t *buf, size_t size, bool final)
 {
 	size_t jlen = md->plen + size, start = 0, added = 0, rest;
-	uint8_t *joined = xmalloc(jlen);
+	uint8_t *joined;
 	struct mrec *tmp = NULL;
 	size_t tcap = 0;
 	int rc = 0;
 
+	if (!final && !memchr(buf, '\n', size)) {
+		/* the line goes on: no copy of what came before (a long line in many
+		 * small writes would cost the square of its length) */
+		if (jlen > md->line_max)
+			return -EFBIG;
+		if (jlen > md->pcap) {
+			md->pcap = jlen * 2;
+			md->partial = realloc(md->partial, md->pcap);
+			if (!md->partial)
+				abort();
+		}
+		memcpy(md->partial + md->plen, buf, size);
+		md->plen = jlen;
+		return 0;
+	}
+	joined = xmalloc(jlen);
 	if (md->plen)
 		memcpy(joined, md->partial, md->plen);
 	if (size)
@@ -173,6 +191,7 @@ static int model_write(struct model *md, const uint8_t *buf, size_t size, bool f
 		free(md->partial);
 		md->partial = joined;
 		md->plen = rest;
+		md->pcap = jlen;
 		joined = NULL;
 	}
 	free(tmp);
@@ -316,7 +335,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fh = fz_open_wronly(mnt, n, &fi);
 
 	for (size_t w = 0; pos < stream_len; w++) {
-		size_t want = nsizes ? sizes[w % nsizes] : 0;
+		/* past MAX_WRITES the rest is one write(2): bounds an input's cost */
+		size_t want = nsizes && w < MAX_WRITES ? sizes[w % nsizes] : 0;
 		size_t len = want == 0 || want > stream_len - pos ? stream_len - pos : want;
 		/* the kernel cuts one write(2) into WRITEs of at most max_write bytes */
 		for (size_t done = 0; done < len;) {
