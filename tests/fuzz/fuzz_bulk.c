@@ -6,13 +6,13 @@
  *   byte 0   flags: bit 0 .put (else .append); bit 1 a small max.message.bytes
  *            (byte 1 chooses it: 100 + 8 * byte), so that records near the bound
  *            and writes of several units are cheap to reach; bit 2 amplify (the
- *            body is repeated, and write sizes count in 128-byte units, up to
+ *            body is repeated, and write sizes count in 1 KiB units, up to
  *            8 MiB); bit 3 close without a FLUSH (RELEASE appends the last line)
  *   byte 1   max.message.bytes choice (bit 1)
  *   byte 2   low 4 bits: S, the number of write(2) sizes that follow; high 4
  *            bits: the amplification exponent (bit 2: 2^e repetitions)
  *   2*S      write(2) sizes (little-endian; used in turn; 0 = the whole rest;
- *            after 4096 writes the rest is one write)
+ *            after 512 writes the rest is one write)
  *   rest     the body: the bytes written
  * Each write(2) reaches the handler as FUSE writes of at most 1 MiB, as the
  * kernel cuts them.
@@ -38,8 +38,8 @@
 
 #define MAX_STREAM_BYTES (8u << 20)    /* the largest write(2) stream tried */
 #define MAX_FUSE_WRITE (1u << 20)      /* the kernel's largest WRITE (256 pages) */
-#define AMPLIFY_UNIT 128               /* write sizes of amplified inputs */
-#define MAX_WRITES 4096                /* write(2) calls of one input, at most */
+#define AMPLIFY_UNIT 1024              /* write sizes of amplified inputs */
+#define MAX_WRITES 512                 /* write(2) calls of one input, at most */
 #define TOPIC "f"
 #define DEFAULT_MAX_MESSAGE_BYTES 1048588   /* Kafka's default */
 #define TOPIC_RECREATE_BYTES (64 << 20)    /* a fresh topic once the log is this big */
