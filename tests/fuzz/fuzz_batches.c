@@ -5,7 +5,9 @@
  * Input layout (missing bytes read as 0):
  *   byte 0   flags: bit 0 the topic compresses with zstd (batches of another codec
  *            are re-encoded); bit 1 a small max.message.bytes (byte 1: 100 + 16 *
- *            byte); bit 2 the topic uses LogAppendTime
+ *            byte); bit 2 the topic uses LogAppendTime; bit 3 the CRC of every
+ *            batch that can be framed is made right first (so that changed
+ *            records reach the record checks)
  *   byte 1   max.message.bytes choice
  *   byte 2   low 4 bits: S, the number of write(2) sizes that follow
  *   2*S      write sizes (little-endian, used in turn; 0 = the whole rest)
@@ -236,6 +238,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fuse_file_info fi;
 	struct tfs_fh *fh;
 	struct stream s = { 0 };
+	uint8_t *stream = NULL;
 	char mmb[16];
 
 	if (!mnt)
@@ -244,6 +247,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < nsizes; i++)
 		sizes[i] = fz_u16(&in);
 	body = fz_take(&in, in.len, &body_len);
+	if (flags & 8) {
+		stream = malloc(body_len + 1);
+		if (!stream)
+			abort();
+		memcpy(stream, body, body_len);
+		fz_fix_crcs(stream, body_len);
+		body = stream;
+	}
 
 	t = fz_topic(mnt, TOPIC, TOPIC_RECREATE_BYTES);
 	s.max_message_bytes = flags & 2 ? 100 + 16 * (int32_t)mmb_choice : DEFAULT_MAX_MESSAGE_BYTES;
@@ -275,5 +286,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_node_drop(mnt, n);
 	tfs_topic_unref(t);
 	free(s.buf);
+	free(stream);
 	return 0;
 }

@@ -6,7 +6,9 @@
  * the input ends (a short last chunk takes what is left). Selector bits 0-1:
  * what the bytes are (0 .log, 1 .index, 2 .timeindex, 3 the topic's config file
  * DATA_DIR/topics/s); bits 2-4: which segment (base offsets 0, 3, 10, 20, 50,
- * 100, 1000, 100000). A later chunk for the same file replaces an earlier one.
+ * 100, 1000, 100000); bit 5: for a .log, the CRC of every batch that can be
+ * framed is made right first (so that changed records reach the record
+ * checks). A later chunk for the same file replaces an earlier one.
  * The files go into a fresh data directory as topic "s", partition 0.
  *
  * Then, and each must end without a crash, leak or undefined behaviour:
@@ -205,7 +207,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			snprintf(path, sizeof(path), "%s/%s-0/%020lld.%s", dir, TOPIC,
 			         (long long)seg_bases[(sel >> 2) & (SEGMENTS - 1)], exts[sel & 3]);
 		}
-		fz_write_file(path, p, got);
+		if ((sel & 3) == 0 && (sel & 32)) {
+			uint8_t *fixed = malloc(got + 1);
+			if (!fixed)
+				abort();
+			memcpy(fixed, p, got);
+			fz_fix_crcs(fixed, got);
+			fz_write_file(path, fixed, got);
+			free(fixed);
+		} else {
+			fz_write_file(path, p, got);
+		}
 	}
 
 	verify(dir);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/batch_codec.h"
 #include "fs/inode.h"
 #include "fs/mount.h"
 #include "fs/node.h"
@@ -60,6 +61,26 @@ const uint8_t *fz_take(struct fz_in *in, size_t n, size_t *got)
 	in->len -= n;
 	*got = n;
 	return p;
+}
+
+void fz_fix_crcs(uint8_t *p, size_t len)
+{
+	size_t pos = 0;
+
+	while (len - pos >= TFS_BATCH_HEADER_BYTES) {
+		uint8_t *b = p + pos;
+		uint32_t length = (uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 | (uint32_t)b[10] << 8 | b[11];
+		size_t size = (size_t)length + TFS_BATCH_LOG_OVERHEAD;
+		uint32_t crc;
+		if (length < TFS_BATCH_HEADER_BYTES - TFS_BATCH_LOG_OVERHEAD || size > len - pos)
+			return;
+		crc = tfs_crc32c(0, b + TFS_BATCH_CRC_START, size - TFS_BATCH_CRC_START);
+		b[17] = (uint8_t)(crc >> 24);
+		b[18] = (uint8_t)(crc >> 16);
+		b[19] = (uint8_t)(crc >> 8);
+		b[20] = (uint8_t)crc;
+		pos += size;
+	}
 }
 
 /* ---- files ------------------------------------------------------------------ */

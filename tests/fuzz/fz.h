@@ -62,6 +62,12 @@ uint16_t fz_u16(struct fz_in *in);
 /* The next n bytes (fewer at the end of the input); *got gets how many. */
 const uint8_t *fz_take(struct fz_in *in, size_t n, size_t *got);
 
+/* Rewrites the CRC-32C of every batch that can be framed in p[0, len) (length
+ * field at least the header's, batch inside len), walking from the start until
+ * one cannot: lets a fuzzer change a batch's records and still reach what is
+ * checked after the CRC. */
+void fz_fix_crcs(uint8_t *p, size_t len);
+
 /* ---- scratch files ------------------------------------------------------------ */
 
 /* A fresh empty directory under $TFS_FUZZ_TMP, else /dev/shm when it exists (a

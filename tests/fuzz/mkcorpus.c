@@ -200,9 +200,10 @@ static void rm_log(const char *dir, const char *name)
 static const char *const exts[3] = { "log", "index", "timeindex" };
 
 /* fuzz_segment's layout: chunks of [selector][u24 length][bytes], selector =
- * kind (bits 0-1: log, index, timeindex, topic config) | segment number << 2. */
+ * kind (bits 0-1: log, index, timeindex, topic config) | segment number << 2,
+ * and for a .log, log_flags (32: its CRCs are fixed up before it is written). */
 static void segment_seed(const char *out, const char *seed, const char *dir, const char *topic,
-                         int nfiles, unsigned kinds)
+                         int nfiles, unsigned kinds, uint8_t log_flags)
 {
 	struct buf b = { 0 };
 
@@ -218,7 +219,7 @@ static void segment_seed(const char *out, const char *seed, const char *dir, con
 			len = read_file(path, &data);
 			if (len < 0)
 				continue;
-			put_u8(&b, (uint8_t)(k | s << 2));
+			put_u8(&b, (uint8_t)(k | s << 2 | (k == 0 ? log_flags : 0)));
 			put_u24(&b, (uint32_t)len);
 			put(&b, data, (size_t)len);
 			free(data);
@@ -275,15 +276,19 @@ static void log_seeds(const char *out)
 	char *zstd = make_log("s", true, 2, 6);     /* segments 0, 3; active 10.. */
 	char *one = make_log("s", false, 0, 9);     /* only the active segment */
 
-	segment_seed(out, "plain-all-files", plain, "s", 4, 1 | 2 | 4 | 8);
-	segment_seed(out, "plain-logs-only", plain, "s", 4, 1);
-	segment_seed(out, "zstd-all-files", zstd, "s", 3, 1 | 2 | 4 | 8);
-	segment_seed(out, "active-only", one, "s", 1, 1 | 2 | 4);
+	segment_seed(out, "plain-all-files", plain, "s", 4, 1 | 2 | 4 | 8, 0);
+	segment_seed(out, "plain-logs-only", plain, "s", 4, 1, 0);
+	segment_seed(out, "plain-logs-crc-fixed", plain, "s", 4, 1, 32);
+	segment_seed(out, "zstd-all-files", zstd, "s", 3, 1 | 2 | 4 | 8, 0);
+	segment_seed(out, "zstd-logs-crc-fixed", zstd, "s", 3, 1, 32);
+	segment_seed(out, "active-only", one, "s", 1, 1 | 2 | 4, 0);
 	batches_seed(out, "plain-one-write", plain, "s", 4, 0, split_whole, 1);
 	batches_seed(out, "plain-small-writes", plain, "s", 4, 0, split_small, 4);
 	batches_seed(out, "zstd-into-plain-topic", zstd, "s", 3, 0, split_whole, 1);
 	batches_seed(out, "plain-into-zstd-topic", plain, "s", 2, 1, split_small, 4);
 	batches_seed(out, "log-append-time", one, "s", 1, 4, split_whole, 1);
+	batches_seed(out, "plain-crc-fixed", plain, "s", 4, 8, split_small, 4);
+	batches_seed(out, "zstd-crc-fixed", zstd, "s", 3, 8 | 1, split_whole, 1);
 	rm_log(plain, "s");
 	rm_log(zstd, "s");
 	rm_log(one, "s");
