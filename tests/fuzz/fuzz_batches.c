@@ -119,12 +119,7 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 	int predicted = 0;              /* positive errno the framing predicts */
 
 	if (!s->failed) {
-		if (s->len + size > s->cap) {
-			s->cap = (s->len + size) * 2;
-			s->buf = realloc(s->buf, s->cap);
-			if (!s->buf)
-				abort();
-		}
+		fz_reserve((void **)&s->buf, &s->cap, s->len + size, 1);
 		memcpy(s->buf + s->len, buf, size);
 		s->len += size;
 		while (pos < s->len) {
@@ -144,12 +139,7 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 			}
 			if (s->len - pos < bsize)
 				break;
-			if (ncand == ccap) {
-				ccap = ccap ? ccap * 2 : 8;
-				cands = realloc(cands, ccap * sizeof(*cands));
-				if (!cands)
-					abort();
-			}
+			fz_reserve((void **)&cands, &ccap, ncand + 1, sizeof(*cands));
 			cands[ncand].pos = pos;
 			cands[ncand].size = bsize;
 			cands[ncand].records = h.records_count;

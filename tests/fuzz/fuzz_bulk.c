@@ -114,12 +114,7 @@ static int model_line(const struct model *md, const uint8_t *line, size_t len, s
 
 static void model_push(struct model *md, const struct mrec *r)
 {
-	if (md->count == md->cap) {
-		md->cap = md->cap ? md->cap * 2 : 64;
-		md->recs = realloc(md->recs, md->cap * sizeof(*md->recs));
-		if (!md->recs)
-			abort();
-	}
+	fz_reserve((void **)&md->recs, &md->cap, md->count + 1, sizeof(*md->recs));
 	md->recs[md->count++] = *r;
 }
 
@@ -144,12 +139,7 @@ static int model_write(struct model *md, const uint8_t *buf, size_t size, bool f
 		 * small writes would cost the square of its length) */
 		if (jlen > md->line_max)
 			return -EFBIG;
-		if (jlen > md->pcap) {
-			md->pcap = jlen * 2;
-			md->partial = realloc(md->partial, md->pcap);
-			if (!md->partial)
-				abort();
-		}
+		fz_reserve((void **)&md->partial, &md->pcap, jlen, 1);
 		memcpy(md->partial + md->plen, buf, size);
 		md->plen = jlen;
 		return 0;
@@ -169,12 +159,7 @@ static int model_write(struct model *md, const uint8_t *buf, size_t size, bool f
 		rc = model_line(md, joined + start, len, &r);
 		if (rc < 0)
 			break;
-		if (added == tcap) {
-			tcap = tcap ? tcap * 2 : 16;
-			tmp = realloc(tmp, tcap * sizeof(*tmp));
-			if (!tmp)
-				abort();
-		}
+		fz_reserve((void **)&tmp, &tcap, added + 1, sizeof(*tmp));
 		tmp[added++] = r;
 		start = nl ? (size_t)(nl - joined) + 1 : jlen;
 	}

@@ -58,12 +58,7 @@ static int run_dir(const char *dir, long *count)
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			names = realloc(names, cap * sizeof(*names));
-			if (!names)
-				abort();
-		}
+		fz_reserve((void **)&names, &cap, n + 1, sizeof(*names));
 		if (asprintf(&names[n++], "%s/%s", dir, de->d_name) < 0)
 			abort();
 	}

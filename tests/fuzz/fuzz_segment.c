@@ -65,8 +65,7 @@ struct view {
 	bool opened;
 	tfs_offset_t log_start, log_end;
 	size_t live_keys;
-	uint8_t **keys;                 /* the live keys, as listed */
-	size_t *key_lens;
+	struct fz_key { uint8_t *p; size_t len; } *keys;   /* the live keys, as listed */
 	size_t count, cap;
 };
 
@@ -77,28 +76,21 @@ static int collect_key(void *arg, struct tfs_slice key, const struct tfs_keyinfo
 
 	(void)info;
 	(void)hash;
-	if (v->count == v->cap) {
-		v->cap = v->cap ? v->cap * 2 : 16;
-		v->keys = realloc(v->keys, v->cap * sizeof(*v->keys));
-		v->key_lens = realloc(v->key_lens, v->cap * sizeof(*v->key_lens));
-		if (!v->keys || !v->key_lens)
-			abort();
-	}
-	v->keys[v->count] = malloc(key.len + 1);
-	if (!v->keys[v->count])
+	fz_reserve((void **)&v->keys, &v->cap, v->count + 1, sizeof(*v->keys));
+	v->keys[v->count].p = malloc(key.len + 1);
+	if (!v->keys[v->count].p)
 		abort();
 	if (key.len)
-		memcpy(v->keys[v->count], key.p, key.len);
-	v->key_lens[v->count++] = key.len;
+		memcpy(v->keys[v->count].p, key.p, key.len);
+	v->keys[v->count++].len = key.len;
 	return 0;
 }
 
 static void view_release(struct view *v)
 {
 	for (size_t i = 0; i < v->count; i++)
-		free(v->keys[i]);
+		free(v->keys[i].p);
 	free(v->keys);
-	free(v->key_lens);
 }
 
 static void read_everything(struct tfs_plog *pl, struct view *v)
@@ -119,7 +111,7 @@ static void read_everything(struct tfs_plog *pl, struct view *v)
 	FZ_CHECK(rc == 0, "key scan: %s", tfs_strerror(rc));
 	FZ_CHECK(v->count == st.live_keys, "%zu keys listed, %zu live", v->count, st.live_keys);
 	for (size_t i = 0; i < v->count; i++) {
-		struct tfs_slice key = tfs_slice_make(v->keys[i], v->key_lens[i]);
+		struct tfs_slice key = tfs_slice_make(v->keys[i].p, v->keys[i].len);
 		struct tfs_record_copy rec;
 		tfs_offset_t *offs = NULL;
 		size_t n = 0;

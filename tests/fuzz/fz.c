@@ -63,6 +63,22 @@ const uint8_t *fz_take(struct fz_in *in, size_t n, size_t *got)
 	return p;
 }
 
+void fz_reserve(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc = *cap ? *cap : 16;
+	void *np;
+
+	if (need <= *cap)
+		return;
+	while (nc < need)
+		nc *= 2;
+	np = realloc(*p, nc * elem);
+	if (!np)
+		abort();
+	*p = np;
+	*cap = nc;
+}
+
 void fz_fix_crcs(uint8_t *p, size_t len)
 {
 	size_t pos = 0;
@@ -153,12 +169,7 @@ long fz_read_file(const char *path, uint8_t **out)
 	if (!f)
 		return -1;
 	do {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 4096;
-			buf = realloc(buf, cap);
-			if (!buf)
-				abort();
-		}
+		fz_reserve((void **)&buf, &cap, len + 4096, 1);
 		n = fread(buf + len, 1, cap - len, f);
 		len += n;
 	} while (n > 0);

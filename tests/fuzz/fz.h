@@ -68,6 +68,10 @@ const uint8_t *fz_take(struct fz_in *in, size_t n, size_t *got);
  * checked after the CRC. */
 void fz_fix_crcs(uint8_t *p, size_t len);
 
+/* Makes room for need elements of elem bytes in *p (capacity *cap, doubling;
+ * aborts when memory runs out). */
+void fz_reserve(void **p, size_t *cap, size_t need, size_t elem);
+
 /* ---- scratch files ------------------------------------------------------------ */
 
 /* A fresh empty directory under $TFS_FUZZ_TMP, else /dev/shm when it exists (a

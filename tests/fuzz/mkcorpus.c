@@ -17,6 +17,7 @@
 
 #include "engine/engine.h"
 #include "io/log.h"
+#include "tests/fuzz/fz.h"
 
 /* Base offsets a fuzz_segment input can give a segment (fuzz_segment.c). */
 static const tfs_offset_t seg_bases[8] = { 0, 3, 10, 20, 50, 100, 1000, 100000 };
@@ -28,12 +29,7 @@ struct buf {
 
 static void put(struct buf *b, const void *p, size_t n)
 {
-	if (b->len + n > b->cap) {
-		b->cap = (b->len + n) * 2 + 64;
-		b->p = realloc(b->p, b->cap);
-		if (!b->p)
-			abort();
-	}
+	fz_reserve((void **)&b->p, &b->cap, b->len + n, 1);
 	if (n)
 		memcpy(b->p + b->len, p, n);
 	b->len += n;
@@ -91,24 +87,6 @@ static void seed_text(const char *out, const char *harness, const char *name, co
 	put(&b, p, len);
 	write_seed(out, harness, name, &b);
 	free(b.p);
-}
-
-static long read_file(const char *path, uint8_t **out)
-{
-	FILE *f = fopen(path, "rb");
-	long len;
-
-	*out = NULL;
-	if (!f)
-		return -1;
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	*out = malloc((size_t)len + 1);
-	if (!*out || fread(*out, 1, (size_t)len, f) != (size_t)len)
-		die("cannot read", path);
-	fclose(f);
-	return len;
 }
 
 /* ---- logs written through the engine -------------------------------------------- */
@@ -216,7 +194,7 @@ static void segment_seed(const char *out, const char *seed, const char *dir, con
 				continue;
 			snprintf(path, sizeof(path), "%s/%s-0/%020lld.%s", dir, topic,
 			         (long long)seg_bases[s], exts[k]);
-			len = read_file(path, &data);
+			len = fz_read_file(path, &data);
 			if (len < 0)
 				continue;
 			put_u8(&b, (uint8_t)(k | s << 2 | (k == 0 ? log_flags : 0)));
@@ -230,7 +208,7 @@ static void segment_seed(const char *out, const char *seed, const char *dir, con
 		uint8_t *data;
 		long len;
 		snprintf(path, sizeof(path), "%s/topics/%s", dir, topic);
-		len = read_file(path, &data);
+		len = fz_read_file(path, &data);
 		if (len >= 0) {
 			put_u8(&b, 3);
 			put_u24(&b, (uint32_t)len);
@@ -258,7 +236,7 @@ static void batches_seed(const char *out, const char *seed, const char *dir, con
 		uint8_t *data;
 		long len;
 		snprintf(path, sizeof(path), "%s/%s-0/%020lld.log", dir, topic, (long long)seg_bases[s]);
-		len = read_file(path, &data);
+		len = fz_read_file(path, &data);
 		if (len < 0)
 			continue;
 		put(&b, data, (size_t)len);
