@@ -92,6 +92,8 @@ static void check_kept(const struct fuse_args *args)
 {
 	for (int i = 1; i < args->argc; i++) {
 		const char *s = args->argv[i];
+		if (!strcmp(s, "--"))
+			return;                 /* the rest are not options */
 		if (!strcmp(s, "-o") && i + 1 < args->argc)
 			s = args->argv[++i];
 		else if (!strncmp(s, "-o", 2))
