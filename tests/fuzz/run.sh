@@ -11,7 +11,8 @@
 #   FUZZ_SECONDS    seconds per harness (default 45)
 #   FUZZ_ONLY       space-separated harness names to run (default: all), e.g. "bulk opts"
 #   FUZZ_BUILD_DIR  the clang build (default build-fuzz; configured here if needed)
-#   FUZZ_ARTIFACTS  where crash inputs and logs go (default: a fresh temp dir)
+#   FUZZ_ARTIFACTS  where crash inputs and logs go (default: a fresh temp dir,
+#                   removed when every harness passed)
 #   FUZZ_JOBS       make -j (default: nproc)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,6 +59,13 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# The harnesses' scratch data directories: a tmpfs when there is one (fsync is
+# free there), removed at the end whatever the harnesses left behind.
+scratch_base=/tmp
+[ -d /dev/shm ] && [ -w /dev/shm ] && scratch_base=/dev/shm
+export TFS_FUZZ_TMP=$(mktemp -d "$scratch_base/tfs-fuzz-run.XXXXXX")
+trap 'rm -rf "$TFS_FUZZ_TMP"' EXIT
+
 passed=0 failed=0
 declare -a failures=()
 for n in "${names[@]}"; do
@@ -87,5 +95,10 @@ done
 
 echo
 for f in "${failures[@]}"; do echo "  failed: fuzz_$f"; done
+if [ "$failed" -eq 0 ] && [ -z "${FUZZ_ARTIFACTS:-}" ]; then
+	rm -rf "$artifacts"                     # nothing to look at
+else
+	echo "fuzz: logs and inputs in $artifacts"
+fi
 echo "fuzz: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
