@@ -30,6 +30,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	fz_quiet_logs();
 	dir = fz_mkdtemp("config");
+	fz_remove_at_exit(dir);
 	rc = tfs_io_create(TFS_IO_SYNC, &io);
 	FZ_CHECK(rc == 0, "io: %s", tfs_strerror(rc));
 	return 0;

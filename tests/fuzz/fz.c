@@ -138,6 +138,27 @@ void fz_rmtree(const char *path)
 		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+#define AT_EXIT_MAX 4
+static char *at_exit_dirs[AT_EXIT_MAX];
+
+static void remove_dirs(void)
+{
+	for (int i = 0; i < AT_EXIT_MAX; i++)
+		fz_rmtree(at_exit_dirs[i]);
+}
+
+void fz_remove_at_exit(const char *dir)
+{
+	for (int i = 0; i < AT_EXIT_MAX; i++) {
+		if (!at_exit_dirs[i]) {
+			if (i == 0)
+				atexit(remove_dirs);
+			at_exit_dirs[i] = strdup(dir);
+			return;
+		}
+	}
+}
+
 void fz_write_file(const char *path, const void *data, size_t len)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -280,6 +301,7 @@ struct tfs_mount *fz_mount_open(char **dir)
 
 	fz_quiet_logs();
 	*dir = fz_mkdtemp("mount");
+	fz_remove_at_exit(*dir);
 	tfs_opts_init(&o);
 	o.engine.io_kind = TFS_IO_SYNC;
 	o.max_read = 32 << 10;

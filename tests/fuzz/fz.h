@@ -77,6 +77,9 @@ void fz_reserve(void **p, size_t *cap, size_t need, size_t elem);
 /* A fresh empty directory under $TFS_FUZZ_TMP, else /dev/shm when it exists (a
  * tmpfs: fsync is free), else $TMPDIR or /tmp. malloc'd; aborts on failure. */
 char *fz_mkdtemp(const char *tag);
+/* Removes dir (rm -rf) when the process exits: for the scratch directory of a
+ * mount that lives as long as the fuzzing run. At most a few per process. */
+void fz_remove_at_exit(const char *dir);
 /* rm -rf path. NULL ok. */
 void fz_rmtree(const char *path);
 /* Writes a whole file (creating or truncating it); aborts on failure. */
