@@ -156,6 +156,7 @@ struct tfs_record_iter {
 	struct tfs_batch_header h;
 	const uint8_t *p, *end;     /* the (decompressed) records region */
 	int32_t remaining;
+	int32_t last_delta;         /* offset delta of the record returned last, -1 */
 	uint8_t *zbuf;              /* decompression buffer, grown as needed, owned */
 	size_t zcap;
 	void *zctx;                 /* ZSTD_DCtx, created on first use, owned */
