@@ -1,4 +1,4 @@
-/* batch_codec.c - Kafka RecordBatch v2: header, records, zstd, builder.
+/* batch_codec.c - Kafka RecordBatch v2: header, records, builder.
  *
  * The byte layout is the OFFSET / SIZE table in batch_codec.h; this file encodes it
  * field by field and never overlays a struct on the bytes.
@@ -7,7 +7,7 @@
  *   1. tfs_batch_header_decode: the fixed 61 bytes, enough to learn the batch size
  *      (recovery uses -EAGAIN to recognise a torn tail);
  *   2. tfs_batch_check_crc: (1) plus "the buffer is exactly this batch" plus CRC-32C;
- *   3. tfs_record_iter_*: the records region, decompressed if the codec is zstd, then
+ *   3. tfs_record_iter_*: the records region, decompressed (compress.c), then
  *      parsed one record at a time. Every length is checked against the end of the
  *      region (or of the record) before it is used, so the parser reads no byte
  *      outside its input whatever the input is; tfs_batch_verify is (2) plus (3) run
@@ -29,20 +29,19 @@
  * timestamp delta) wraps instead of overflowing, so hostile input cannot reach
  * undefined behaviour; a wrapped offset is garbage but harmless to the codec.
  *
- * zstd. The records region is one or more zstd frames. A frame that states its
- * content size (python-zstandard, our builder) is decoded in one call into a buffer
- * of exactly that size; a frame without it (Java's streaming ZstdOutputStream), or
- * several frames, are streamed into a buffer that doubles up to max_decompressed.
- * Either way a body larger than max_decompressed is TFS_ECORRUPT. Contexts live in
- * the iterator and the builder and are reused from batch to batch.
+ * Compression. The records region of a compressed batch is decompressed as a whole
+ * by compress.c (every codec, framed as Kafka frames it) into the iterator's
+ * buffer, bounded by max_decompressed; the builder compresses it as a whole with
+ * the codec of its attributes. Contexts live in the iterator and the builder and
+ * are reused from batch to batch.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <zstd.h>
 
 #include "engine/batch_codec.h"
+#include "engine/compress.h"
 
 /* Byte offsets of the header fields (see the table in batch_codec.h). */
 enum {
@@ -86,7 +85,6 @@ enum {
  * multiple of the compressed size. */
 #define DEFAULT_MAX_DECOMPRESSED ((size_t)64 << 20)
 #define BUF_MIN_BYTES ((size_t)64 << 10)
-#define ZBUF_GUESS_RATIO 4
 
 static int corrupt(const char **why, const char *reason)
 {
@@ -435,11 +433,9 @@ void tfs_record_iter_init(struct tfs_record_iter *it)
 
 void tfs_record_iter_trim(struct tfs_record_iter *it, size_t keep_bytes)
 {
-	if (it->zcap <= keep_bytes)
+	if (it->z.cap <= keep_bytes)
 		return;
-	free(it->zbuf);
-	it->zbuf = NULL;
-	it->zcap = 0;
+	tfs_inflater_trim(&it->z, keep_bytes);
 	it->remaining = -1;           /* what it held is gone */
 	it->p = it->end = NULL;
 }
@@ -448,105 +444,22 @@ void tfs_record_iter_release(struct tfs_record_iter *it)
 {
 	if (!it)
 		return;
-	free(it->zbuf);
-	ZSTD_freeDCtx(it->zctx);
+	tfs_inflater_release(&it->z);
 	tfs_record_iter_init(it);
 }
 
-static int zbuf_reserve(struct tfs_record_iter *it, size_t want)
-{
-	uint8_t *nb;
-	if (want < BUF_MIN_BYTES)
-		want = BUF_MIN_BYTES;
-	if (it->zcap >= want)
-		return 0;
-	nb = realloc(it->zbuf, want);
-	if (!nb)
-		return -ENOMEM;
-	it->zbuf = nb;
-	it->zcap = want;
-	return 0;
-}
-
-/* Streams frames without a content size into zbuf, doubling it up to limit. */
-static int inflate_stream(struct tfs_record_iter *it, const uint8_t *src, size_t src_len,
-                          size_t limit, size_t *out_len, const char **why)
-{
-	ZSTD_inBuffer in = { src, src_len, 0 };
-	ZSTD_outBuffer out;
-	size_t guess = src_len <= limit / ZBUF_GUESS_RATIO ? src_len * ZBUF_GUESS_RATIO : limit;
-	int rc = zbuf_reserve(it, guess);
-	if (rc)
-		return rc;
-	out.dst = it->zbuf;
-	out.size = it->zcap < limit ? it->zcap : limit;
-	out.pos = 0;
-	for (;;) {
-		size_t in0 = in.pos, out0 = out.pos, ret;
-		if (out.pos == out.size && out.size < limit) {
-			size_t grow = out.size <= limit / 2 ? out.size * 2 : limit;
-			rc = zbuf_reserve(it, grow);
-			if (rc)
-				return rc;
-			out.dst = it->zbuf;
-			out.size = it->zcap < limit ? it->zcap : limit;
-		}
-		ret = ZSTD_decompressStream(it->zctx, &out, &in);
-		if (ZSTD_isError(ret))
-			return corrupt(why, "zstd: damaged frame");
-		if (ret == 0 && in.pos == in.size)
-			break;   /* the last frame ended with the input */
-		if (in.pos == in0 && out.pos == out0) {
-			if (out.pos == limit)
-				return corrupt(why, "zstd: body larger than max_decompressed");
-			return corrupt(why, "zstd: truncated frame");
-		}
-	}
-	*out_len = out.pos;
-	return 0;
-}
-
-/* Decompresses the records region into it->zbuf and points p/end at it. */
+/* Decompresses the records region into the iterator's buffer and points p/end at it. */
 static int inflate_body(struct tfs_record_iter *it, const uint8_t *src, size_t src_len,
                         const char **why)
 {
 	size_t limit = it->max_decompressed ? it->max_decompressed : DEFAULT_MAX_DECOMPRESSED;
-	unsigned long long stated = ZSTD_getFrameContentSize(src, src_len);
 	size_t out_len = 0;
-	int rc;
+	int rc = tfs_inflate(&it->z, tfs_batch_codec(&it->h), src, src_len, limit, &out_len, why);
 
-	if (stated == ZSTD_CONTENTSIZE_ERROR)
-		return corrupt(why, "zstd: not a zstd frame");
-	if (stated != ZSTD_CONTENTSIZE_UNKNOWN && stated > limit)
-		return corrupt(why, "zstd: body larger than max_decompressed");
-	if (!it->zctx) {
-		it->zctx = ZSTD_createDCtx();
-		if (!it->zctx)
-			return -ENOMEM;
-	} else {
-		ZSTD_DCtx_reset(it->zctx, ZSTD_reset_session_only);
-	}
-
-	/* One frame that states its size decodes in one call; anything else (no size,
-	 * several frames) is streamed. */
-	if (stated == ZSTD_CONTENTSIZE_UNKNOWN ||
-	    ZSTD_findFrameCompressedSize(src, src_len) != src_len) {
-		rc = inflate_stream(it, src, src_len, limit, &out_len, why);
-		if (rc)
-			return rc;
-	} else {
-		size_t ret;
-		rc = zbuf_reserve(it, (size_t)stated);
-		if (rc)
-			return rc;
-		/* Fails unless the frame produces exactly `stated` bytes. */
-		ret = ZSTD_decompressDCtx(it->zctx, it->zbuf, (size_t)stated, src, src_len);
-		if (ZSTD_isError(ret) || ret != stated)
-			return corrupt(why, "zstd: damaged frame or wrong content size");
-		out_len = ret;
-	}
-	it->p = it->zbuf;
-	it->end = it->zbuf + out_len;
+	if (rc)
+		return rc;
+	it->p = it->z.buf;
+	it->end = it->z.buf + out_len;
 	return 0;
 }
 
@@ -573,6 +486,9 @@ int tfs_record_iter_reset(struct tfs_record_iter *it, const uint8_t *buf, size_t
 		it->p = body;
 		it->end = body + body_len;
 		break;
+	case TFS_CODEC_GZIP:
+	case TFS_CODEC_SNAPPY:
+	case TFS_CODEC_LZ4:
 	case TFS_CODEC_ZSTD:
 		if (body_len == 0) {   /* nothing compressed: an empty region */
 			it->p = it->end = body;
@@ -582,13 +498,6 @@ int tfs_record_iter_reset(struct tfs_record_iter *it, const uint8_t *buf, size_t
 		if (rc)
 			goto out;
 		break;
-	case TFS_CODEC_GZIP:
-	case TFS_CODEC_SNAPPY:
-	case TFS_CODEC_LZ4:
-		if (why)
-			*why = "gzip, snappy and lz4 batches are not supported";
-		rc = TFS_EUNSUPPORTED;
-		goto out;
 	default:
 		rc = corrupt(why, "unknown compression codec");
 		goto out;
@@ -757,7 +666,7 @@ void tfs_batch_builder_release(struct tfs_batch_builder *b)
 		return;
 	free(b->rec);
 	free(b->out);
-	ZSTD_freeCCtx(b->zctx);
+	tfs_deflater_release(&b->z);
 	tfs_batch_builder_init(b);
 }
 
@@ -884,37 +793,18 @@ size_t tfs_batch_builder_size_estimate(const struct tfs_batch_builder *b)
 }
 
 /* Compresses the records into b->out after the header; *body_len gets the size. */
-static int deflate_body(struct tfs_batch_builder *b, size_t *body_len)
+static int deflate_body(struct tfs_batch_builder *b, int codec, size_t *body_len)
 {
-	size_t bound = ZSTD_compressBound(b->rec_len), ret;
+	size_t bound = tfs_deflate_bound(codec, b->rec_len);
 	int rc;
 
-	if (ZSTD_isError(bound))
+	if (bound == 0)
 		return -EMSGSIZE;
 	rc = grow(&b->out, &b->out_cap, TFS_BATCH_HEADER_BYTES + bound);
 	if (rc)
 		return rc;
-	if (!b->zctx) {
-		b->zctx = ZSTD_createCCtx();
-		if (!b->zctx)
-			return -ENOMEM;
-		b->zctx_level = ZSTD_CLEVEL_DEFAULT;   /* a fresh context's level */
-	}
-	/* The parameters stay set from batch to batch: only the session is reset, and
-	 * the level is set when it changes. ZSTD_compress2 tells zstd the batch's
-	 * size, which sizes the window and tables to it. */
-	ZSTD_CCtx_reset(b->zctx, ZSTD_reset_session_only);
-	if (b->params.zstd_level != b->zctx_level) {
-		if (ZSTD_isError(ZSTD_CCtx_setParameter(b->zctx, ZSTD_c_compressionLevel,
-		                                        b->params.zstd_level)))
-			return -EINVAL;
-		b->zctx_level = b->params.zstd_level;
-	}
-	ret = ZSTD_compress2(b->zctx, b->out + TFS_BATCH_HEADER_BYTES, bound, b->rec, b->rec_len);
-	if (ZSTD_isError(ret))
-		return -ENOMEM;   /* the output bound always suffices: only allocation fails */
-	*body_len = ret;
-	return 0;
+	return tfs_deflate(&b->z, codec, b->params.zstd_level, b->rec, b->rec_len,
+	                   b->out + TFS_BATCH_HEADER_BYTES, bound, body_len);
 }
 
 int tfs_batch_builder_finish(struct tfs_batch_builder *b, int32_t last_offset_delta,
@@ -936,15 +826,14 @@ int tfs_batch_builder_finish(struct tfs_batch_builder *b, int32_t last_offset_de
 		/* the records were encoded in place (records_direct), out grown for each */
 		body_len = b->rec_len;
 		break;
-	case TFS_CODEC_ZSTD:
-		rc = deflate_body(b, &body_len);
-		if (rc)
-			return rc;
-		break;
 	case TFS_CODEC_GZIP:
 	case TFS_CODEC_SNAPPY:
 	case TFS_CODEC_LZ4:
-		return TFS_EUNSUPPORTED;
+	case TFS_CODEC_ZSTD:
+		rc = deflate_body(b, b->params.attributes & TFS_ATTR_CODEC_MASK, &body_len);
+		if (rc)
+			return rc;
+		break;
 	default:
 		return -EINVAL;
 	}

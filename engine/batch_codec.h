@@ -12,7 +12,8 @@
  *       12    4 partition leader epoch (-1 none); NOT covered by the CRC
  *       16    1 magic = 2
  *       17    4 crc: CRC-32C (Castagnoli) of bytes [21, 12 + length)
- *       21    2 attributes: bits 0-2 codec (0 none, 4 zstd), 3 log-append-time,
+ *       21    2 attributes: bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+ *               3 log-append-time,
  *               4 transactional, 5 control, 6 has-delete-horizon
  *       23    4 last offset delta (kept by compaction even if the last record goes)
  *       27    8 base timestamp (or the delete horizon when attribute bit 6 is set;
@@ -22,7 +23,8 @@
  *       51    2 producer epoch (-1 none)
  *       53    4 base sequence (-1 none)
  *       57    4 records count
- *       61    - records; one zstd frame of all records when the codec is zstd
+ *       61    - records; with a codec, all of them compressed as one region
+ *               (framed as Kafka frames each codec: compress.h)
  *
  * Record (varint = zig-zag LEB128, at most 5 bytes; varlong at most 10):
  *   length varint (bytes after it) | attributes int8 | timestampDelta varlong |
@@ -46,6 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/compress.h"
 #include "engine/types.h"
 
 #define TFS_BATCH_HEADER_BYTES 61   /* RECORD_BATCH_OVERHEAD */
@@ -99,15 +102,8 @@ static inline enum tfs_codec tfs_batch_codec(const struct tfs_batch_header *h)
 	return (enum tfs_codec)(h->attributes & TFS_ATTR_CODEC_MASK);
 }
 
-/* CRC-32C of buf, continuing from crc (start with 0). Uses the CPU's crc32
- * instruction (SSE4.2) when present, a slicing table otherwise. */
+/* CRC-32C of buf, continuing from crc (start with 0), through ISA-L (crc32c.c). */
 uint32_t tfs_crc32c(uint32_t crc, const void *buf, size_t len);
-/* The two implementations behind tfs_crc32c, for tests and benchmarks: the portable
- * slicing table, and the SSE4.2 instruction. tfs_crc32c_hw falls back to the table
- * when tfs_crc32c_hw_available() is false (no SSE4.2, or not an x86-64 build). */
-uint32_t tfs_crc32c_sw(uint32_t crc, const void *buf, size_t len);
-uint32_t tfs_crc32c_hw(uint32_t crc, const void *buf, size_t len);
-bool tfs_crc32c_hw_available(void);
 
 /* Decodes the first 61 bytes of buf into *h. Checks: avail >= 17 to read magic,
  * magic == 2, length >= 49, avail >= 61. Does not check the CRC or that the whole
@@ -157,9 +153,7 @@ struct tfs_record_iter {
 	const uint8_t *p, *end;     /* the (decompressed) records region */
 	int32_t remaining;
 	int32_t last_delta;         /* offset delta of the record returned last, -1 */
-	uint8_t *zbuf;              /* decompression buffer, grown as needed, owned */
-	size_t zcap;
-	void *zctx;                 /* ZSTD_DCtx, created on first use, owned */
+	struct tfs_inflater z;      /* decompression buffer and contexts, owned */
 	size_t max_decompressed;    /* refuse larger bodies (TFS_ECORRUPT); 0 = 64 MiB */
 };
 
@@ -169,8 +163,8 @@ void tfs_record_iter_release(struct tfs_record_iter *it);
  * not pin its size for the iterator's life); the iterator then holds no batch. */
 void tfs_record_iter_trim(struct tfs_record_iter *it, size_t keep_bytes);
 /* Starts iterating the batch in buf (exactly one whole batch, already CRC-checked
- * or not: the record structure is checked as it goes). Decompresses zstd.
- * Returns 0, TFS_ECORRUPT, TFS_EUNSUPPORTED (gzip/snappy/lz4) or -ENOMEM; after a
+ * or not: the record structure is checked as it goes). Decompresses any codec.
+ * Returns 0, TFS_ECORRUPT, TFS_EUNSUPPORTED (an unknown codec) or -ENOMEM; after a
  * failure tfs_record_iter_next returns TFS_ECORRUPT until the next good reset. */
 int tfs_record_iter_reset(struct tfs_record_iter *it, const uint8_t *buf, size_t len,
                           const char **why);
@@ -229,8 +223,7 @@ struct tfs_batch_builder {
 	int32_t last_offset_delta;
 	int64_t base_ts, max_ts;
 	bool have_ts;
-	void *zctx;                  /* ZSTD_CCtx, created on first use, owned */
-	int zctx_level;              /* the level zctx is set to (valid if zctx) */
+	struct tfs_deflater z;       /* compression contexts, created on first use, owned */
 };
 
 void tfs_batch_builder_init(struct tfs_batch_builder *b);

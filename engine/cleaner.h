@@ -8,7 +8,7 @@
  * Borrows: the io context and every registered partition log (the engine keeps a
  * partition open until tfs_cleaner_unregister has returned for it).
  *
- * What a pass does (reference §2; the code is in cleaner_pass.c):
+ * What a pass does (docs/cleaner.md; the code is in cleaner_pass.c):
  *
  *   log start        first dirty (checkpoint)     first uncleanable     active base
  *   |---- clean ---------|------- dirty --------------|--- uncleanable ----|-- active --|
@@ -21,7 +21,9 @@
  * as pass start + delete.retention.ms by the pass that first keeps it); the last
  * batch of each producer id survives (empty if need be); records of aborted
  * transactions go; markers go once their transaction has no data left and their
- * horizon passed. Offsets are never renumbered.
+ * horizon passed. Offsets are never renumbered. A dry run (tfs_cleaner_dry_run)
+ * is the same pass with nothing written: what the next pass would do with each
+ * record, and what it would free.
  *
  * Selection (cleaner_manager.c): among registered partitions whose cleanup.policy
  * has compact, not being cleaned and not uncleanable, the one with the highest
@@ -174,6 +176,115 @@ int tfs_cleaner_region(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t 
  * -ENODATA when the batch has none. A tombstone or marker in such a batch goes at
  * the first pass that starts at or after it. Needs no cleaner. */
 int tfs_cleaner_delete_horizon(const struct tfs_batch_header *h, int64_t *out_ms);
+
+/* ---- the next pass, before it runs (a dry run) ---- */
+
+/* What the next pass would do with one record (the `fate` attribute). Each is
+ * decided by the one per-record verdict of cleaner_pass.c, so the dry run and the
+ * pass cannot disagree. */
+enum tfs_cleaner_fate {
+	TFS_FATE_KEEP,                 /* the newest record of its key, or a marker kept */
+	TFS_FATE_DROP,                 /* superseded inside the cleaned range, or data
+	                                * of an aborted transaction */
+	TFS_FATE_KEEP_TOMBSTONE,       /* a tombstone (or an emptied transaction's
+	                                * marker) before its delete horizon */
+	TFS_FATE_DROP_TOMBSTONE,       /* its delete horizon passed */
+	TFS_FATE_KEEP_KEYLESS,         /* no key: never compacted away */
+	TFS_FATE_KEEP_PRODUCER_STATE,  /* the record goes, but its batch stays (empty)
+	                                * as its producer's last batch */
+	TFS_FATE_NOT_CLEANABLE,        /* outside what the pass cleans: see the reason */
+};
+
+/* Why a record is outside what the next pass cleans. */
+enum tfs_cleaner_not_cleanable {
+	TFS_NC_NONE,
+	TFS_NC_ACTIVE_SEGMENT,         /* the active segment is never cleaned */
+	TFS_NC_COMPACTION_LAG,         /* a segment younger than min.compaction.lag.ms */
+	TFS_NC_OPEN_TRANSACTION,       /* at or past the first unstable offset */
+	TFS_NC_BUFFER_FULL,            /* past where the dedupe buffer filled: the pass
+	                                * after it goes on from there */
+	TFS_NC_NOT_COMPACTED,          /* cleanup.policy has no compact */
+};
+
+/* One record of the recopied range, as the pass would decide it. */
+struct tfs_cleaner_record_fate {
+	tfs_offset_t offset;
+	enum tfs_cleaner_fate fate;
+	enum tfs_cleaner_not_cleanable why;   /* TFS_FATE_NOT_CLEANABLE only */
+	int64_t horizon_ms;            /* KEEP_TOMBSTONE: its delete horizon: the one
+	                                * stamped in its batch, or the one the pass
+	                                * would stamp (pass start + delete.retention.ms) */
+	bool horizon_stamped;          /* horizon_ms is already in the batch */
+	bool tombstone;                /* a keyed record with a null value */
+	size_t record_bytes;           /* key + value bytes (for "would free" figures) */
+};
+
+/* Called for every record the pass would read in its recopy, in offset order.
+ * f is valid for the call only. */
+typedef void (*tfs_cleaner_fate_fn)(void *arg, const struct tfs_cleaner_record_fate *f);
+
+/* True if the record is still on disk after the pass. */
+bool tfs_cleaner_fate_keeps(enum tfs_cleaner_fate f);
+/* "keep", "drop", "keep-tombstone", ... ; "active segment", ... (static strings) */
+const char *tfs_cleaner_fate_name(enum tfs_cleaner_fate f);
+const char *tfs_cleaner_not_cleanable_name(enum tfs_cleaner_not_cleanable w);
+
+struct tfs_cleaner_dry_run {
+	bool compacted;                /* cleanup.policy has compact */
+	bool nothing_to_do;            /* no closed segment below the pass's end */
+	bool map_full;                 /* the dedupe buffer would fill: the pass ends early */
+	int64_t now_ms;                /* the pass start assumed */
+	tfs_offset_t log_start, log_end;
+	tfs_offset_t first_dirty, first_uncleanable;
+	tfs_offset_t end_offset;       /* the checkpoint after the pass */
+	tfs_offset_t active_base;
+	enum tfs_cleaner_not_cleanable uncleanable_why;  /* what set first_uncleanable */
+	int64_t records_read, records_kept, records_dropped;
+	int64_t tombstones_to_stamp;   /* kept tombstones and markers not yet stamped */
+	int64_t tombstones_dropped;    /* tombstones and markers whose horizon passed */
+	int64_t bytes_before, bytes_after;      /* of the whole log */
+	int64_t bytes_freed;           /* bytes_before - bytes_after */
+	int64_t batches_dropped, batches_emptied, batches_rebuilt;
+};
+
+/* A dry run of the next pass of pl, now: the same code as tfs_cleaner_clean_now's
+ * pass (selection figures, offset map of a cleaner thread's size, every decision,
+ * every re-encoded batch measured) with nothing written, swapped or checkpointed.
+ * The partition's uncleanable mark is ignored, as `clean` clears it. fn (may be
+ * NULL) gets every record of the recopied range; a record past it is
+ * TFS_FATE_NOT_CLEANABLE for tfs_cleaner_not_cleanable_of's reason. Runs on the
+ * caller's thread without throttling. A pass running at the same time is no
+ * problem: each pins its own segment list. Errors: -ENOENT (not registered),
+ * TFS_EREADONLY, -ENOMEM, an I/O error, TFS_ECORRUPT. */
+int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_fate_fn fn,
+                        void *arg, struct tfs_cleaner_dry_run *out);
+/* The same dry run without a cleaner (topicctl dump --fate, on a partition opened
+ * read-only): cfg is the topic's config, ccfg the cleaner config whose thread's
+ * dedupe buffer the map gets, checkpoint the first dirty offset (-1: none, as
+ * tfs_cleaner_checkpoint_read gives it), now_ms the pass start. Errors as above,
+ * but for -ENOENT. */
+int tfs_cleaner_dry_run_log(struct tfs_plog *pl, const struct tfs_topic_config *cfg,
+                            const struct tfs_cleaner_config *ccfg, tfs_offset_t checkpoint,
+                            int64_t now_ms, tfs_cleaner_fate_fn fn, void *arg,
+                            struct tfs_cleaner_dry_run *out);
+/* The checkpoint of topic's partition in DATA_DIR/cleaner-offset-checkpoint (the
+ * first dirty offset), read without writing anything: -1 in *out when the file
+ * or the entry is missing. Errors: TFS_ECORRUPT (a malformed file), an I/O errno. */
+int tfs_cleaner_checkpoint_read(struct tfs_io *io, int data_dirfd, const char *topic,
+                                int32_t partition, tfs_offset_t *out);
+/* The words of the `fate` attribute: for f (a record the dry run d reported), or
+ * when f is NULL for offset, which d did not report ("not-cleanable REASON").
+ * Writes a NUL-terminated line into buf (cap >= TFS_CLEANER_FATE_TEXT_CAP is
+ * never cut) and returns buf; "" if offset is inside what d read (d did not see
+ * it: a record appended or cleaned away meanwhile). */
+#define TFS_CLEANER_FATE_TEXT_CAP 96
+const char *tfs_cleaner_fate_text(const struct tfs_cleaner_dry_run *d,
+                                  const struct tfs_cleaner_record_fate *f, tfs_offset_t offset,
+                                  char *buf, size_t cap);
+/* Why offset, past the dry run's recopied range (or in a log without compact), is
+ * not cleaned; TFS_NC_NONE if the dry run reported it. */
+enum tfs_cleaner_not_cleanable tfs_cleaner_not_cleanable_of(const struct tfs_cleaner_dry_run *d,
+                                                            tfs_offset_t offset);
 
 /* ---- metrics ---- */
 

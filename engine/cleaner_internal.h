@@ -43,6 +43,9 @@ struct tfs__clean_stats {
 	int64_t batches_rebuilt, batches_copied, batches_emptied, batches_dropped;
 	int64_t tombstones_stamped;
 	int64_t size_before, size_after;        /* of the recopied groups */
+	int64_t log_bytes;             /* every segment of the pass's list, before */
+	tfs_offset_t log_start, log_end, active_base;   /* of the pass's list */
+	enum tfs_cleaner_not_cleanable uncleanable_why; /* what set first_uncleanable */
 	int groups, groups_swapped;
 	double buffer_utilization;     /* map size / slots */
 	bool map_full;                 /* the dedupe buffer filled: the pass stopped early */
@@ -120,6 +123,7 @@ struct tfs__log_to_clean {
 	bool need_compaction_now;      /* max.compaction.lag.ms passed */
 	int64_t compaction_delay_ms;
 	bool checkpoint_reset;         /* checkpoint was < log start or > log end */
+	enum tfs_cleaner_not_cleanable why;   /* what set first_uncleanable */
 };
 
 /* Kafka's cleanableOffsets + LogToClean for l (the caller's pinned list):
@@ -157,9 +161,11 @@ struct tfs__verdicts {
 struct tfs__rec_verdict {
 	struct tfs_offset_map_fp fp;   /* when lookup */
 	tfs_offset_t offset;
+	size_t record_bytes;           /* key + value */
 	bool lookup;                   /* the map decides it */
 	bool tombstone;
-	bool keep;                     /* the decision (after the lookups, if any) */
+	enum tfs_cleaner_fate fate;    /* the decision (after the lookups, if any) */
+	bool keep;                     /* tfs_cleaner_fate_keeps(fate) */
 };
 
 struct tfs__cleaner_ctx {
@@ -177,7 +183,7 @@ struct tfs__cleaner_ctx {
 	struct tfs_header *hdrs;       /* a record's headers, for re-encoding */
 	size_t hcap;
 	struct tfs__rec_verdict *rv;   /* per-record decisions of the current batch */
-	size_t rv_cap;
+	size_t rv_cap, rv_count;
 	struct tfs__verdicts v;
 	struct tfs__txn_state txn;
 	const atomic_bool *abort;      /* the current pass's, for throttle sleeps */
@@ -198,9 +204,14 @@ struct tfs__pass_in {
 	tfs_offset_t checkpoint;       /* -1: none */
 	atomic_bool *abort;            /* set by unregister */
 	atomic_bool *stop;             /* set by tfs_cleaner_stop */
+	/* A dry run (tfs_cleaner_dry_run): every decision is made and every output
+	 * batch built and measured, but no file is created, written or swapped. */
+	bool dry;
+	tfs_cleaner_fate_fn fate_fn;   /* may be NULL: each recopied record's fate */
+	void *fate_arg;
 };
 
-/* One cleaning pass (reference §2.4): selection figures, offset map, recopy of every
+/* One cleaning pass (docs/cleaner.md §3-§6): selection figures, offset map, recopy of every
  * group up to the map's end, a swap per group. On success st->end_offset is the new
  * checkpoint. -ECANCELED when aborted (nothing of the current group is left behind;
  * groups already swapped stay swapped, which is harmless). */
@@ -277,6 +288,11 @@ void tfs__throttler_stop(struct tfs__throttler *t, bool stopping);
 /* Counts bytes and sleeps if the rate is over; abort (may be NULL) cuts the
  * sleep short within THROTTLE_POLL_MS, for a pass whose partition goes away. */
 void tfs__throttle(struct tfs__throttler *t, int64_t bytes, const atomic_bool *abort);
+
+/* A cleaner thread's share of the dedupe buffer and of the I/O buffers
+ * (cleaner_dry_run.c): what every pass of a cleaner built from cfg works with. */
+void tfs__cleaner_thread_sizes(const struct tfs_cleaner_config *cfg, size_t *map_bytes,
+                               size_t *io_bytes);
 
 /* The manager's entry points used by the pass. */
 struct tfs__throttler *tfs__cleaner_throttler(struct tfs_cleaner *c);

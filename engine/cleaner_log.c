@@ -8,7 +8,7 @@
  * pwrite would disagree about it) and rotated to log-cleaner.log.1 past
  * LOG_ROTATE_BYTES, so it cannot grow without bound.
  *
- * The throttler is Kafka's (reference §2.11): one for all threads; each chunk read
+ * The throttler is Kafka's (docs/cleaner.md §9): one for all threads; each chunk read
  * and written is counted; once a period of at least CHECK_INTERVAL_MS has passed,
  * if the observed rate is above the desired one the caller sleeps for as long as
  * it takes to bring it down, holding the throttler's lock so every thread waits,

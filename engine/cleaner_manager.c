@@ -44,7 +44,6 @@
 #define US_PER_S 1000000.0
 #define BYTES_PER_MB (1024.0 * 1024.0)
 #define PERCENT 100.0
-#define MIN_IO_BUFFER_BYTES 4096
 
 struct part {
 	struct tfs_plog *pl;                 /* borrowed until unregister */
@@ -265,7 +264,7 @@ int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
                        const struct tfs_cleaner_config *cfg, struct tfs_cleaner **out)
 {
 	struct tfs_cleaner *c;
-	int threads, rc;
+	int rc;
 
 	*out = NULL;
 	if (cfg->threads < 0 || cfg->dedupe_buffer_size <= 0 || cfg->io_buffer_size <= 0 ||
@@ -278,11 +277,7 @@ int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
 	c->cfg = *cfg;
 	c->dirfd = -1;
 	c->now_fn = default_now;
-	threads = cfg->threads > 0 ? cfg->threads : 1;
-	c->map_bytes = (size_t)(cfg->dedupe_buffer_size / threads);
-	c->io_bytes = (size_t)(cfg->io_buffer_size / threads / 2);
-	if (c->io_bytes < MIN_IO_BUFFER_BYTES)
-		c->io_bytes = MIN_IO_BUFFER_BYTES;
+	tfs__cleaner_thread_sizes(cfg, &c->map_bytes, &c->io_bytes);
 	c->data_dir = strdup(data_dir);
 	c->slots = calloc((size_t)cfg->threads + 1, sizeof(*c->slots));
 	if (!c->data_dir || !c->slots) {
@@ -1298,4 +1293,37 @@ int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+/* ---- the next pass, dry ---- */
+
+int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_fate_fn fn,
+                        void *arg, struct tfs_cleaner_dry_run *out)
+{
+	struct tfs_topic_config cfg;
+	tfs_offset_t checkpoint;
+	struct part *p;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!c)
+		return TFS_EREADONLY;
+	pthread_mutex_lock(&c->lock);
+	p = find_part(c, pl);
+	if (!p) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOENT;
+	}
+	p->pins++;              /* unregister waits for us: pl stays open */
+	checkpoint = p->checkpoint;
+	pthread_mutex_unlock(&c->lock);
+
+	copy_cfg(pl, &cfg);
+	rc = tfs_cleaner_dry_run_log(pl, &cfg, &c->cfg, checkpoint, tfs__cleaner_now(c), fn, arg, out);
+
+	pthread_mutex_lock(&c->lock);
+	if (--p->pins == 0 && p->removed)
+		pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }

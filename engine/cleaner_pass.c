@@ -1,5 +1,5 @@
 /* cleaner_pass.c - one cleaning pass over one partition (Kafka's Cleaner.doClean,
- * reference §2.4-§2.8).
+ * docs/cleaner.md §3-§6).
  *
  * A pass, step by step:
  *
@@ -55,6 +55,16 @@
  *                 nothing.
  *
  * Offsets are never renumbered: survivors keep their batch and offset delta.
+ *
+ * One verdict. Whatever path a record takes (its dead bit, a map lookup, or no
+ * question at all), what happens to it is decided by record_fate, which also says
+ * why (keep, drop, keep-tombstone, ...). The dry run (cleaner_dry_run.c) is this
+ * same pass with `dry` set: no file is created, written or swapped, but every
+ * batch is decided and every re-encoded batch built and measured, so what it
+ * predicts is what the pass does; its observer gets each record's fate, which is
+ * why a dry run decides records one by one where the pass may take a batch whole
+ * from its bits (both ask record_fate's rule, tested against each other by
+ * tests/engine/test_cleaner_dryrun.c).
  */
 #include <assert.h>
 #include <errno.h>
@@ -421,16 +431,21 @@ void tfs__log_to_clean(const struct tfs_seglist *l, tfs_offset_t log_end,
 		out->checkpoint_reset = true;
 	}
 	fu = l->seg[active]->base_offset;
-	if (first_unstable >= 0 && first_unstable < fu)
+	out->why = TFS_NC_ACTIVE_SEGMENT;
+	if (first_unstable >= 0 && first_unstable < fu) {
 		fu = first_unstable;
+		out->why = TFS_NC_OPEN_TRANSACTION;
+	}
 	idx = tfs__seglist_find(l, fd);
 	if (idx < 0)
 		idx = 0;
 	if (cfg->min_compaction_lag_ms > 0) {
 		for (int i = idx; i < active; i++) {
 			if (largest_timestamp(l->seg[i]) > now_ms - cfg->min_compaction_lag_ms) {
-				if (l->seg[i]->base_offset < fu)
+				if (l->seg[i]->base_offset < fu) {
 					fu = l->seg[i]->base_offset;
+					out->why = TFS_NC_COMPACTION_LAG;
+				}
 				break;
 			}
 		}
@@ -885,7 +900,7 @@ out:
  * prefix is copied in (out_diverge) and writing goes on from there. A segment that
  * comes through whole is then neither written nor swapped. */
 struct out_seg {
-	struct tfs_segment *seg;
+	struct tfs_segment *seg;  /* NULL in a dry run: nothing is written */
 	struct tfs_segment *src;  /* the group's one source (read while !changed) */
 	int fd;
 	tfs_pos_t pos;          /* bytes accepted (in the file, the buffer, or held back) */
@@ -917,6 +932,8 @@ static int out_diverge(struct tfs__cleaner_ctx *x, struct out_seg *o, struct tfs
 	if (o->changed)
 		return 0;
 	o->changed = true;
+	if (!o->seg)
+		return 0;               /* a dry run: the prefix would be copied as it is */
 	/* nothing is buffered while unchanged, so wbuf is free to carry the copy */
 	while (done < o->pos) {
 		size_t want = (size_t)(o->pos - done) < x->wcap ? (size_t)(o->pos - done) : x->wcap;
@@ -946,8 +963,12 @@ static int out_emit(struct tfs__cleaner_ctx *x, struct out_seg *o, const uint8_t
 
 	if (o->pos + (tfs_pos_t)len > INT32_MAX) {
 		tfs_log_error("cleaner", "cleaned segment %s/%020" PRId64 " would pass 2 GiB",
-		              o->seg->dir, o->seg->base_offset);
+		              o->src->dir, o->src->base_offset);
 		return -EFBIG;
+	}
+	if (!o->seg) {
+		o->pos += (tfs_pos_t)len;   /* a dry run measures what it would write */
+		return 0;
 	}
 	rc = tfs_segment_note_batch(o->seg, o->pos, len, h->base_offset, tfs_batch_last_offset(h),
 	                            h->max_timestamp);
@@ -1065,17 +1086,64 @@ static int reserve_decisions(struct tfs__cleaner_ctx *x, size_t n)
 	return 0;
 }
 
-/* Decides every record of a batch that is not dropped whole: fills x->rv[].keep and
- * returns 0 with *kept and *tombstone_kept, or an error. Records the map must decide
- * are hashed and prefetched on the way through and looked up afterwards, so that
- * their cache misses overlap. */
+/* What the rules say about a batch as a whole (Kafka's checkBatchRetention). */
+struct batch_rules {
+	bool control;
+	bool can_discard;           /* txn_can_discard */
+	bool drop_records;          /* every record goes */
+	bool retain_deletes;        /* a tombstone survives: no horizon yet, or not passed */
+	bool has_horizon;
+	int64_t horizon;            /* when has_horizon */
+};
+
+/* Whether record_fate must be told if the map holds a newer offset for the key. */
+static bool fate_needs_map(const struct batch_rules *br, tfs_offset_t latest,
+                           tfs_offset_t offset, bool keyless)
+{
+	return !br->drop_records && !br->control && offset <= latest && !keyless;
+}
+
+/* The verdict on one record: what the pass does with it. Every record the pass
+ * keeps or drops, and every fate its dry run reports, is decided here; the dead
+ * bits and the map lookups only answer `superseded` (the map holds a newer offset
+ * for the record's key: read only when fate_needs_map), and filter_batch's
+ * whole-batch shortcuts only skip batches whose every record this function would
+ * keep, or drop, alike. */
+static enum tfs_cleaner_fate record_fate(const struct batch_rules *br, tfs_offset_t latest,
+                                         tfs_offset_t offset, bool keyless, bool tombstone,
+                                         bool superseded)
+{
+	if (br->drop_records)
+		return br->control ? TFS_FATE_DROP_TOMBSTONE : TFS_FATE_DROP;
+	if (br->control)            /* a marker stays until it may go, then follows horizons */
+		return br->can_discard ? TFS_FATE_KEEP_TOMBSTONE : TFS_FATE_KEEP;
+	if (offset > latest)
+		return TFS_FATE_NOT_CLEANABLE;      /* past the map: the next pass decides */
+	if (keyless)
+		return TFS_FATE_KEEP_KEYLESS;
+	if (superseded)
+		return TFS_FATE_DROP;
+	if (tombstone)
+		return br->retain_deletes ? TFS_FATE_KEEP_TOMBSTONE : TFS_FATE_DROP_TOMBSTONE;
+	return TFS_FATE_KEEP;
+}
+
+bool tfs_cleaner_fate_keeps(enum tfs_cleaner_fate f)
+{
+	return f == TFS_FATE_KEEP || f == TFS_FATE_KEEP_TOMBSTONE || f == TFS_FATE_KEEP_KEYLESS ||
+	       f == TFS_FATE_NOT_CLEANABLE;
+}
+
+/* Decides every record of a batch (x->rv[0..rv_count)): fills x->rv[].fate and
+ * .keep and returns 0 with *kept and *tombstone_kept, or an error. Records the map
+ * must decide are hashed and prefetched on the way through and looked up
+ * afterwards, so that their cache misses overlap. */
 static int decide_records(struct tfs__cleaner_ctx *x, const struct group_ctx *g,
-                          const struct tfs_batch_header *h, const uint8_t *b, bool drop_records,
-                          bool retain_deletes, bool use_bits, int32_t *kept,
+                          const struct tfs_batch_header *h, const uint8_t *b,
+                          const struct batch_rules *br, bool use_bits, int32_t *kept,
                           bool *tombstone_kept)
 {
 	const struct tfs__verdicts *v = &x->v;
-	bool control = is_control(h);
 	struct tfs_record r;
 	const char *why = NULL;
 	size_t n = 0;
@@ -1083,46 +1151,70 @@ static int decide_records(struct tfs__cleaner_ctx *x, const struct group_ctx *g,
 
 	*kept = 0;
 	*tombstone_kept = false;
+	x->rv_count = 0;
 	rc = tfs_record_iter_reset(&x->it, b, tfs_batch_size(h), &why);
 	while (rc == 0 && (rc = tfs_record_iter_next(&x->it, &r, &why)) == 1) {
 		struct tfs__rec_verdict *rv;
-		bool keep = false;
 
 		rc = reserve_decisions(x, n + 1);
 		if (rc < 0)
 			return rc;
 		rv = &x->rv[n];
 		rv->offset = r.offset;
-		rv->tombstone = r.value_null && !control;
+		rv->tombstone = r.value_null && !br->control;
+		rv->record_bytes = (r.key_null ? 0 : r.key.len) + (r.value_null ? 0 : r.value.len);
 		rv->lookup = false;
-		if (drop_records)
-			keep = false;
-		else if (control || r.offset > g->latest || r.key_null)
-			keep = true;
-		else if (use_bits && verdict_covers(v, r.offset))
-			keep = !bit_get(v->dead, (uint64_t)(r.offset - v->start)) &&
-			       (!r.value_null || retain_deletes);
-		else {
+		if (!fate_needs_map(br, g->latest, r.offset, r.key_null)) {
+			rv->fate = record_fate(br, g->latest, r.offset, r.key_null, rv->tombstone, false);
+		} else if (use_bits && verdict_covers(v, r.offset)) {
+			rv->fate = record_fate(br, g->latest, r.offset, false, rv->tombstone,
+			                       bit_get(v->dead, (uint64_t)(r.offset - v->start)));
+		} else {
 			rv->fp = tfs_offset_map_fingerprint(r.key);
 			rv->lookup = true;
 			tfs_offset_map_prefetch(x->map, rv->fp);
 		}
-		rv->keep = keep;
 		n++;
 	}
 	if (rc < 0)
 		return rc;
+	x->rv_count = n;
 	for (size_t i = 0; i < n; i++) {
 		struct tfs__rec_verdict *rv = &x->rv[i];
 		if (rv->lookup)
-			rv->keep = rv->offset >= tfs_offset_map_get_fp(x->map, rv->fp) &&
-			           (!rv->tombstone || retain_deletes);
+			rv->fate = record_fate(br, g->latest, rv->offset, false, rv->tombstone,
+			                       rv->offset < tfs_offset_map_get_fp(x->map, rv->fp));
+		rv->keep = tfs_cleaner_fate_keeps(rv->fate);
 		if (rv->keep) {
 			(*kept)++;
 			*tombstone_kept |= rv->tombstone;
 		}
 	}
 	return 0;
+}
+
+/* Tells the dry run's observer the fate of every record decided in x->rv.
+ * producer_state: the batch stays (empty) only as its producer's last. */
+static void report_fates(const struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
+                         const struct batch_rules *br, bool producer_state)
+{
+	for (size_t i = 0; i < x->rv_count; i++) {
+		const struct tfs__rec_verdict *rv = &x->rv[i];
+		struct tfs_cleaner_record_fate f = {
+			.offset = rv->offset, .fate = rv->fate, .why = TFS_NC_NONE,
+			.tombstone = rv->tombstone, .record_bytes = rv->record_bytes,
+		};
+		if (f.fate == TFS_FATE_NOT_CLEANABLE)
+			f.why = TFS_NC_BUFFER_FULL;
+		if (f.fate == TFS_FATE_KEEP_TOMBSTONE) {
+			f.horizon_stamped = br->has_horizon;
+			f.horizon_ms = br->has_horizon ? br->horizon :
+			               sat_add(in->now_ms, in->cfg.delete_retention_ms);
+		}
+		if (producer_state && !rv->keep)
+			f.fate = TFS_FATE_KEEP_PRODUCER_STATE;
+		in->fate_fn(in->fate_arg, &f);
+	}
 }
 
 /* Decides and writes one source batch (at where in the source). */
@@ -1137,8 +1229,15 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 	bool has_horizon = h->attributes & TFS_ATTR_DELETE_HORIZON;
 	int64_t horizon = has_horizon ? h->base_timestamp : 0;
 	bool can_discard = txn_can_discard(x, h, b);
-	bool drop_records = control ? (can_discard && has_horizon && horizon <= now) : can_discard;
-	bool retain_empty = false, retain_deletes = !has_horizon || now < horizon;
+	struct batch_rules br = {
+		.control = control,
+		.can_discard = can_discard,
+		.drop_records = control ? (can_discard && has_horizon && horizon <= now) : can_discard,
+		.retain_deletes = !has_horizon || now < horizon,
+		.has_horizon = has_horizon,
+		.horizon = horizon,
+	};
+	bool drop_records = br.drop_records, retain_empty = false, producer_last = false;
 	tfs_offset_t last = tfs_batch_last_offset(h);
 	size_t size = tfs_batch_size(h);
 	int32_t count = h->records_count, kept = -1;
@@ -1149,18 +1248,26 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 
 	st->records_read += count;
 	if (h->producer_id >= 0 && is_last_batch_of_producer(x, h, now))
-		retain_empty = true;
+		retain_empty = producer_last = true;
 	else if (last + 1 == g->upper_bound)
 		retain_empty = true;     /* keeps the offset just before the uncleanable part */
 	else if (drop_records) {
 		st->records_dropped += count;
 		st->batches_dropped++;
+		if (in->fate_fn) {
+			rc = decide_records(x, g, h, b, &br, false, &kept, &tombstone_kept);
+			if (rc < 0)
+				return rc;
+			report_fates(x, in, &br, false);
+		}
 		return out_diverge(x, o, st);
 	}
 
 	use_bits = v->ok && !control && !drop_records && verdict_read_whole(v, where.seg, where.pos);
-	if (use_bits && count > 0 && h->base_offset >= v->start && last <= g->latest &&
-	    verdict_covers(v, last)) {
+	/* The whole-batch shortcut skips the records, so a dry run that reports each
+	 * record's fate decides them one by one (the same verdicts, bit by bit). */
+	if (use_bits && !in->fate_fn && count > 0 && h->base_offset >= v->start &&
+	    last <= g->latest && verdict_covers(v, last)) {
 		/* every record of it went into the map: its bits decide it whole */
 		int64_t dead, live_tombs;
 		verdict_count(v, (uint64_t)(h->base_offset - v->start), (uint64_t)(last - v->start),
@@ -1172,10 +1279,11 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 		by_bits = kept >= 0;
 	}
 	if (kept < 0) {
-		rc = decide_records(x, g, h, b, drop_records, retain_deletes, use_bits, &kept,
-		                    &tombstone_kept);
+		rc = decide_records(x, g, h, b, &br, use_bits, &kept, &tombstone_kept);
 		if (rc < 0)
 			return rc;
+		if (in->fate_fn)
+			report_fates(x, in, &br, kept == 0 && producer_last);
 	}
 	st->records_kept += kept;
 	st->records_dropped += count - kept;
@@ -1285,6 +1393,8 @@ static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
 	bool committed = false;
 	int rc;
 
+	if (g->in->dry)
+		goto read;
 	rc = tfs_segment_create_cleaned(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path,
 	                                segs[0]->base_offset, g->in->cfg.index_interval_bytes, &o.seg);
 	if (rc < 0)
@@ -1298,6 +1408,7 @@ static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
 	o.fd = tfs_segment_fd(o.seg);
 	o.seg->sealed = true;
 	o.seg->created_ms = segs[n - 1]->created_ms;
+read:
 	o.changed = n > 1;
 	o.src = segs[0];
 	x->wlen = 0;
@@ -1334,6 +1445,11 @@ static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
 	rc = out_flush(x, &o, st);
 	if (rc < 0)
 		goto fail;
+	if (!o.seg) {
+		/* a dry run: what the group would take after the swap */
+		st->size_after += o.changed ? o.pos : tfs_segment_size(segs[0]);
+		return 0;
+	}
 	/* pairs with tfs_segment_size's acquire in readers of the published list */
 	atomic_store_explicit(&o.seg->size, o.pos, memory_order_release);
 	if (!o.changed) {
@@ -1394,6 +1510,9 @@ int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 	log_end = pl->end_offset;
 	pthread_rwlock_unlock(&pl->lock);
 
+	for (k = 0; k < l->count; k++)
+		st->log_bytes += tfs_segment_size(l->seg[k]);
+	st->active_base = l->seg[l->count - 1]->base_offset;
 	rc = tfs__txn_scan(&x->txn, l, &x->rbuf, &x->rcap, x->rchunk, &x->it, x->c);
 	shrink_rbuf(x);
 	if (rc < 0)
@@ -1401,6 +1520,9 @@ int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 	tfs__log_to_clean(l, log_end, &in->cfg, in->checkpoint, x->txn.first_unstable, in->now_ms, &lc);
 	st->first_dirty = lc.first_dirty;
 	st->first_uncleanable = lc.first_uncleanable;
+	st->uncleanable_why = lc.why;
+	st->log_start = lc.log_start;
+	st->log_end = lc.log_end;
 
 	/* The map build puts records of [first dirty, first uncleanable) only, one per
 	 * offset, so that span bounds the keys it can meet. */

@@ -1,6 +1,6 @@
 /* cleaner_swap.c - replacing a group of segments by its cleaned copy, crash-safely.
  *
- * Kafka's LocalLog.replaceSegments (reference §2.9) with one more directory fsync,
+ * Kafka's LocalLog.replaceSegments (docs/cleaner.md §7) with one more directory fsync,
  * at the commit point. For a group old[0..n) replaced by fresh (base = old[0]'s):
  *
  *   step  on disk                                   in memory          a crash here

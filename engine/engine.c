@@ -745,6 +745,9 @@ static int load_topics(struct tfs_engine *e)
 		bool has_config = t->nparts == -2;
 		int32_t want = t->meta.partitions;
 
+		if (e->cfg.progress)
+			e->cfg.progress(e->cfg.progress_arg, i, e->ntopics);
+
 		if (!has_config) {
 			/* no config: a topic copied from a Kafka broker, or a creation that
 			 * never committed (empty directories) */

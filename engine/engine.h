@@ -46,6 +46,10 @@ struct tfs_engine_config {
 	struct tfs_cleaner_config cleaner;
 	unsigned max_open_files;                  /* segment fd cache bound; 0 = 4096 */
 	const char *fault_spec;                   /* io fault injection (tests); NULL */
+	/* Called from tfs_engine_open after each topic's partitions are opened (done of
+	 * total topics), so a daemon can say how recovery goes; NULL: nothing. */
+	void (*progress)(void *arg, size_t done, size_t total);
+	void *progress_arg;
 };
 
 void tfs_engine_config_defaults(struct tfs_engine_config *c);

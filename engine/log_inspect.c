@@ -6,7 +6,8 @@
  *
  * The scanner never trusts a length it has not bounded: a batch may claim up to
  * 2 GiB, so a claim past the end of the file is a torn tail, and a claim above
- * MAX_BATCH_BYTES is a bad header (recovery uses the same bound). Memory therefore
+ * 256 MiB is a bad header. It frames batches by the rule the mount uses
+ * (log_damage.h), so that what it calls a bad batch the mount skips too. Memory therefore
  * stays within the read buffer plus the largest real batch.
  */
 #include "engine/log_inspect.h"
@@ -20,11 +21,11 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/log_damage.h"
 #include "engine/log_inspect_internal.h"
 #include "io/io.h"
 
 #define SCAN_BUF_BYTES ((size_t)1 << 20)     /* read-ahead of the scanner */
-#define MAX_BATCH_BYTES ((size_t)256 << 20)   /* larger claims are corrupt (as recovery) */
 
 /* ================================================================================
  * The segment scanner
@@ -131,7 +132,8 @@ int tfs_segscan_next(struct tfs_segscan *s, struct tfs_scan_batch *b)
 	const uint8_t *p;
 	int64_t left;
 	size_t head;
-	int rc = 0;
+	bool torn;
+	int rc = 0, hrc;
 
 	memset(b, 0, sizeof(*b));
 	if (s->done || s->pos >= s->file_size)
@@ -142,37 +144,19 @@ int tfs_segscan_next(struct tfs_segscan *s, struct tfs_scan_batch *b)
 	p = scan_ensure(s, s->pos, head, &rc);
 	if (!p)
 		return rc;
-	rc = tfs_batch_header_decode(p, head, &b->h, &b->why);
-	if (rc == -EAGAIN) {
-		b->status = TFS_SCAN_TRUNCATED;
-		b->size = (size_t)left;
-		b->why = "the file ends inside a batch header";
-		s->done = true;
-		return 1;
-	}
-	if (rc == TFS_EUNSUPPORTED) {
+	hrc = tfs_batch_header_decode(p, head, &b->h, &b->why);
+	if (hrc == TFS_EUNSUPPORTED) {
 		b->status = TFS_SCAN_BAD_HEADER;
 		b->why = "magic 0 or 1 (message format v0/v1) is not read by topicfs";
 		s->done = true;
 		return 1;
 	}
-	if (rc < 0) {
-		b->status = TFS_SCAN_BAD_HEADER;
-		s->done = true;
-		return 1;
-	}
-	b->header_valid = true;
-	b->size = tfs_batch_size(&b->h);
-	if (b->size > MAX_BATCH_BYTES) {
-		b->status = TFS_SCAN_BAD_HEADER;
-		b->why = "batch length above 256 MiB";
-		s->done = true;
-		return 1;
-	}
-	if ((int64_t)b->size > left) {
-		b->status = TFS_SCAN_TRUNCATED;
-		b->why = "the file ends inside the batch";
-		b->size = (size_t)left;
+	/* Framing is the rule the mount applies (log_damage.h). */
+	b->size = tfs_damage_frame(p, head, left, &b->why, &torn);
+	if (b->size == 0) {
+		b->status = torn ? TFS_SCAN_TRUNCATED : TFS_SCAN_BAD_HEADER;
+		b->size = torn ? (size_t)left : 0;
+		b->header_valid = hrc == 0;
 		s->done = true;
 		return 1;
 	}
@@ -180,11 +164,21 @@ int tfs_segscan_next(struct tfs_segscan *s, struct tfs_scan_batch *b)
 	if (!p)
 		return rc;
 	b->bytes = p;
+	s->pos += (tfs_pos_t)b->size;
+	if (hrc < 0) {
+		/* framed, but a field the CRC does not cover is impossible (a negative
+		 * base offset): the fields stay as read, the offsets made harmless */
+		b->status = TFS_SCAN_BAD_BATCH;
+		if (b->h.last_offset_delta < 0 || b->h.base_offset < 0 ||
+		    b->h.base_offset > INT64_MAX - b->h.last_offset_delta)
+			b->h.last_offset_delta = 0;
+		return 1;
+	}
+	b->header_valid = true;
 	rc = tfs_batch_check_crc(p, b->size, &b->why);
 	b->status = rc == 0 ? TFS_SCAN_OK : TFS_SCAN_BAD_BATCH;
 	if (rc == 0)
 		b->why = NULL;
-	s->pos += (tfs_pos_t)b->size;
 	return 1;
 }
 

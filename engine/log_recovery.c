@@ -11,9 +11,13 @@
  *      checked, its records feed the key directory, and the in-memory indexes are
  *      rebuilt. In the last segment, the first invalid or incomplete batch starts a
  *      torn tail: it is truncated and the cut is logged. In a sealed segment an
- *      invalid batch is corruption, not a torn tail (invariant 5): nothing is cut,
- *      reads past it fail with TFS_ECORRUPT, and the partition is marked
- *      uncleanable with the reason.
+ *      invalid batch is corruption, not a torn tail (invariant 5): nothing is cut.
+ *      The unreadable regions (log_damage.h: a run of batches whose framing
+ *      holds, or everything from a batch that cannot be framed) are kept on the
+ *      segment and read as TFS_ECORRUPT; batches after a region are read on. A
+ *      key whose newest readable record precedes a region may be stale
+ *      (pl->stale_below) and reads TFS_EDAMAGED; the partition is marked
+ *      uncleanable with the reason. Only topicctl repair truncates there.
  *   3. sealed segments whose .index/.timeindex are missing or differ from the
  *      rebuilt ones get them rewritten (logged).
  *   4. an empty directory gets an empty segment at offset 0.
@@ -28,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/log_damage.h"
 #include "engine/plog_internal.h"
 #include "io/log.h"
 
@@ -264,37 +269,104 @@ static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
 	return 0;
 }
 
-/* Feeds the records of one valid batch to the key directory (applied on the
- * feed's thread, in order). */
-static int index_keys(struct tfs_plog *pl, struct tfs_record_iter *it, const uint8_t *batch,
+/* The key-directory changes of one batch, held until the whole batch has
+ * decoded: a batch whose fifth record is garbage must not have fed its first
+ * four (they would pass for newer than what they replace). */
+struct pending_keys {
+	struct pending_key {
+		struct tfs_slice key;       /* borrows the iterator's bytes */
+		bool remove;
+		struct tfs_keyinfo info;
+	} *v;
+	size_t n, cap;
+};
+
+/* What the scan of one partition carries from batch to batch. */
+struct scan_ctx {
+	uint8_t *buf;
+	size_t cap;
+	struct tfs_record_iter it;
+	struct pending_keys keys;
+};
+
+/* Decodes every record of one CRC-valid batch and only then feeds them to the
+ * key directory (applied on the feed's thread, in order). TFS_ECORRUPT (nothing
+ * fed) with *why, -ENOMEM. */
+static int index_keys(struct tfs_plog *pl, struct scan_ctx *sc, const uint8_t *batch,
                       size_t size, const char **why)
 {
+	struct tfs_record_iter *it = &sc->it;
+	struct pending_keys *pk = &sc->keys;
 	struct tfs_record r;
 	int rc = tfs_record_iter_reset(it, batch, size, why);
 
 	if (rc < 0)
 		return rc;
-	if (it->h.attributes & TFS_ATTR_CONTROL)
-		return 0;                     /* transaction markers carry no data key */
+	pk->n = 0;
 	while ((rc = tfs_record_iter_next(it, &r, why)) == 1) {
-		struct tfs_keyinfo info = { r.offset, r.timestamp, (uint32_t)r.value.len };
-		if (r.key_null)
-			continue;
-		if (tfs__kdfeed_add(pl->kdfeed, r.key, r.value_null, &info) < 0)
-			return -ENOMEM;
+		if (r.key_null || (it->h.attributes & TFS_ATTR_CONTROL))
+			continue;             /* transaction markers carry no data key */
+		if (pk->n == pk->cap) {
+			size_t ncap = pk->cap ? pk->cap * 2 : 256;
+			struct pending_key *nv = realloc(pk->v, ncap * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			pk->v = nv;
+			pk->cap = ncap;
+		}
+		pk->v[pk->n++] = (struct pending_key){
+			r.key, r.value_null, { r.offset, r.timestamp, (uint32_t)r.value.len } };
 	}
-	return rc;
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < pk->n; i++)
+		if (tfs__kdfeed_add(pl->kdfeed, pk->v[i].key, pk->v[i].remove, &pk->v[i].info) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Closes the unreadable region d of seg (bytes up to end, offsets up to next),
+ * logs it and keeps it on the segment. */
+static int add_damage(struct tfs_plog *pl, struct tfs_segment *seg, struct tfs_seg_damage *d,
+                      tfs_pos_t end, tfs_offset_t next)
+{
+	struct tfs_seg_damage *nv = realloc(seg->damage, (seg->damage_count + 1) * sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	d->end = end;
+	d->next = next > d->first ? next : d->first;
+	seg->damage = nv;
+	seg->damage[seg->damage_count++] = *d;
+	if (seg->corrupt_at < 0)
+		seg->corrupt_at = d->pos;
+	tfs_log_error("recovery", "corrupt sealed segment, left as it is: %s/%020" PRId64
+	              ".log bytes %" PRId64 "..%" PRId64 " unreadable (%s): offsets %" PRId64
+	              "..%" PRId64 " unknown", pl->path, seg->base_offset, d->pos, end - 1, d->why,
+	              d->first, d->next - 1);
+	if (!pl->uncleanable_reason) {
+		char reason[REASON_CAP];
+		snprintf(reason, sizeof(reason), "%s/%020" PRId64 ".log at position %" PRId64
+		         ": %s; offsets %" PRId64 "..%" PRId64 " unreadable (topicctl repair)",
+		         pl->path, seg->base_offset, d->pos, d->why, d->first, d->next - 1);
+		pl->uncleanable_reason = strdup(reason);
+	}
+	if (d->first > pl->stale_below)
+		pl->stale_below = d->first;
+	return 0;
 }
 
 /* Step 2 for one segment. Returns 0 with the segment's size set; for the last
- * segment a torn tail is cut. expect: the smallest base offset allowed. */
+ * segment a torn tail is cut, in a sealed one unreadable regions are noted
+ * (log_damage.h). expect: the smallest base offset allowed; next_base: the next
+ * segment's base offset (INT64_MAX for the last). */
 static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
-                        tfs_offset_t expect, uint8_t **buf, size_t *cap,
-                        struct tfs_record_iter *it)
+                        tfs_offset_t expect, tfs_offset_t next_base, struct scan_ctx *sc)
 {
 	tfs_pos_t pos = 0, file_size, wstart = 0;
 	size_t wlen = 0;
 	const char *why = NULL;
+	struct tfs_seg_damage d = { .pos = -1 };      /* the region being read through */
 	int rc = 0;
 	char reason[REASON_CAP];
 
@@ -310,52 +382,54 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 			return -errno;
 		file_size = end;
 	}
+	if (expect < seg->base_offset)
+		expect = seg->base_offset;
 	tfs_segment_reset_index(seg);
 	while (pos < file_size) {
 		struct tfs_batch_header h;
+		enum tfs_batch_fate fate = TFS_FATE_GOOD;
 		size_t size, off;
+		bool torn;
 
 		/* make at least a header available */
 		if (pos + TFS_BATCH_HEADER_BYTES > wstart + (tfs_pos_t)wlen) {
 			size_t want = RECOVERY_CHUNK;
 			ssize_t n;
-			if (want > *cap) {
-				uint8_t *p = realloc(*buf, want);
+			if (want > sc->cap) {
+				uint8_t *p = realloc(sc->buf, want);
 				if (!p)
 					return -ENOMEM;
-				*buf = p;
-				*cap = want;
+				sc->buf = p;
+				sc->cap = want;
 			}
-			n = tfs_segment_read(seg, *buf, want, pos);
+			n = tfs_segment_read(seg, sc->buf, want, pos);
 			if (n < 0)
 				return (int)n;
 			wstart = pos;
 			wlen = (size_t)n;
 		}
 		off = (size_t)(pos - wstart);
-		rc = tfs_batch_header_decode(*buf + off, wlen - off, &h, &why);
-		if (rc == -EAGAIN) {
-			why = "incomplete batch header";
-			rc = TFS_ECORRUPT;
-		}
-		if (rc < 0)
-			break;
-		size = tfs_batch_size(&h);
-		if (size > MAX_BATCH_BYTES || pos + (tfs_pos_t)size > file_size) {
-			why = "batch extends past the end of the segment";
-			rc = TFS_ECORRUPT;
-			break;
-		}
-		if (off + size > wlen) {
+		rc = tfs_batch_header_decode(sc->buf + off, wlen - off, &h, &why);
+		if (rc == TFS_EUNSUPPORTED && d.pos < 0)
+			break;                          /* magic 0/1 where a batch must start */
+		size = tfs_damage_frame(sc->buf + off, wlen - off, file_size - pos, &why, &torn);
+		if (size == 0) {
+			fate = TFS_FATE_REST;
+		} else if (rc == -EAGAIN) {
+			why = "short read";
+			fate = TFS_FATE_REST;
+		} else if (rc < 0) {
+			fate = TFS_FATE_SKIP;           /* framed, but header fields are bad */
+		} else if (off + size > wlen) {
 			ssize_t n;
-			if (size > *cap) {
-				uint8_t *p = realloc(*buf, size);
+			if (size > sc->cap) {
+				uint8_t *p = realloc(sc->buf, size);
 				if (!p)
 					return -ENOMEM;
-				*buf = p;
-				*cap = size;
+				sc->buf = p;
+				sc->cap = size;
 			}
-			n = tfs_segment_read(seg, *buf, *cap, pos);
+			n = tfs_segment_read(seg, sc->buf, sc->cap, pos);
 			if (n < 0)
 				return (int)n;
 			wstart = pos;
@@ -363,21 +437,39 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 			off = 0;
 			if (wlen < size) {
 				why = "short read";
-				rc = TFS_ECORRUPT;
-				break;
+				fate = TFS_FATE_REST;
 			}
 		}
-		rc = tfs_batch_check_crc(*buf + off, size, &why);
-		if (rc < 0)
-			break;
-		if (h.base_offset < expect || h.last_offset_delta < 0) {
-			why = "batch offsets go backwards";
-			rc = TFS_ECORRUPT;
-			break;
+		if (fate == TFS_FATE_GOOD && tfs_batch_check_crc(sc->buf + off, size, &why) < 0)
+			fate = TFS_FATE_SKIP;
+		if (fate == TFS_FATE_GOOD)
+			fate = tfs_damage_offsets(&h, expect, next_base, &why);
+		if (fate == TFS_FATE_GOOD) {
+			rc = index_keys(pl, sc, sc->buf + off, size, &why);
+			if (rc == -ENOMEM || rc == TFS_EUNSUPPORTED)
+				break;
+			if (rc < 0)
+				fate = TFS_FATE_SKIP;
 		}
-		rc = index_keys(pl, it, *buf + off, size, &why);
-		if (rc < 0)
-			break;
+		rc = 0;
+		if (fate != TFS_FATE_GOOD) {
+			if (last)
+				break;                  /* a torn tail starts here */
+			if (d.pos < 0)
+				d = (struct tfs_seg_damage){ .pos = pos, .first = expect, .why = why };
+			if (fate == TFS_FATE_REST) {
+				pos = file_size;
+				break;
+			}
+			pos += (tfs_pos_t)size;
+			continue;
+		}
+		if (d.pos >= 0) {
+			rc = add_damage(pl, seg, &d, pos, h.base_offset);
+			if (rc < 0)
+				return rc;
+			d.pos = -1;
+		}
 		if (h.producer_id >= 0)
 			seg->has_producer_ids = true;   /* the cleaner reads producer state here */
 		rc = tfs_segment_note_batch(seg, pos, size, h.base_offset, tfs_batch_last_offset(&h),
@@ -387,31 +479,40 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		expect = tfs_batch_last_offset(&h) + 1;
 		pos += (tfs_pos_t)size;
 	}
-	atomic_store(&seg->size, pos);
 	if (rc == -ENOMEM || rc == TFS_EUNSUPPORTED) {
 		if (rc == TFS_EUNSUPPORTED)
 			tfs_log_error("recovery", "%s/%020" PRId64 ".log at %" PRId64 ": %s", pl->path,
 			              seg->base_offset, pos, why ? why : "unsupported record format");
 		return rc;
 	}
-	if (rc == 0)
+	atomic_store(&seg->size, pos);
+	if (!last) {
+		if (d.pos >= 0)
+			rc = add_damage(pl, seg, &d, file_size, next_base > expect ? next_base : expect);
+		return rc;
+	}
+	if (pos == file_size)
 		return 0;
 	snprintf(reason, sizeof(reason), "%s/%020" PRId64 ".log at position %" PRId64 ": %s",
 	         pl->path, seg->base_offset, pos, why ? why : "invalid batch");
-	if (last && !pl->env.read_only) {
+	if (!pl->env.read_only) {
 		tfs_log_warn("recovery", "truncated torn tail of %" PRId64 " bytes from %s",
 		             file_size - pos, reason);
 		return tfs_segment_truncate(seg, pos);
 	}
-	if (last) {
-		tfs_log_warn("recovery", "ignoring %" PRId64 " bytes of torn tail (read-only) of %s",
-		             file_size - pos, reason);
-		return 0;
-	}
-	tfs_log_error("recovery", "corrupt sealed segment, left as it is: %s", reason);
-	seg->corrupt_at = pos;
-	if (!pl->uncleanable_reason)
-		pl->uncleanable_reason = strdup(reason);
+	tfs_log_warn("recovery", "ignoring %" PRId64 " bytes of torn tail (read-only) of %s",
+	             file_size - pos, reason);
+	return 0;
+}
+
+static int count_stale(void *arg, struct tfs_slice key, const struct tfs_keyinfo *info,
+                       uint64_t hash)
+{
+	struct { tfs_offset_t below; size_t n; } *c = arg;
+
+	(void)key;
+	(void)hash;
+	c->n += info->offset < c->below;
 	return 0;
 }
 
@@ -419,14 +520,13 @@ int tfs__plog_recover(struct tfs_plog *pl)
 {
 	struct dir_scan d = { 0 };
 	struct tfs_seglist *list = NULL;
-	struct tfs_record_iter it;
-	uint8_t *buf = NULL;
-	size_t cap = 0, n = 0;
+	struct scan_ctx sc = { 0 };
+	size_t n = 0;
 	bool have_swap = false;
 	tfs_offset_t expect = 0;
 	int rc;
 
-	tfs_record_iter_init(&it);
+	tfs_record_iter_init(&sc.it);
 	rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed);
 	if (rc < 0)
 		goto out;
@@ -464,7 +564,8 @@ int tfs__plog_recover(struct tfs_plog *pl)
 	for (int i = 0; i < list->count; i++) {
 		struct tfs_segment *seg = list->seg[i];
 		bool last = i == list->count - 1;
-		rc = scan_segment(pl, seg, last, expect, &buf, &cap, &it);
+		rc = scan_segment(pl, seg, last, expect,
+		                  last ? INT64_MAX : list->seg[i + 1]->base_offset, &sc);
 		if (rc < 0)
 			goto out;
 		if (seg->next_offset > expect)
@@ -508,6 +609,14 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		if (active->next_offset == active->base_offset && active->base_offset > pl->end_offset)
 			pl->end_offset = active->base_offset;
 	}
+	if (pl->stale_below > 0) {
+		struct { tfs_offset_t below; size_t n; } c = { pl->stale_below, 0 };
+		(void)tfs_keydir_scan(pl->kd, false, 0, count_stale, &c);
+		tfs_log_error("recovery", "%s: %zu keys whose newest readable record precedes offset %"
+		              PRId64 " may be stale and read EIO, and listing the partition ends with "
+		              "EIO, until topicctl repair truncates the log at the damage", pl->path,
+		              c.n, pl->stale_below);
+	}
 	tfs_log_info("recovery", "opened %s: %zu segments, offsets up to %" PRId64 ", %zu live keys",
 	             pl->path, n, pl->end_offset, tfs_keydir_count(pl->kd));
 out:
@@ -516,8 +625,9 @@ out:
 		pl->kdfeed = NULL;
 	}
 	tfs__seglist_put(list);
-	tfs_record_iter_release(&it);
-	free(buf);
+	tfs_record_iter_release(&sc.it);
+	free(sc.buf);
+	free(sc.keys.v);
 	free(d.logs);
 	return rc;
 }

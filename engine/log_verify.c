@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/log_damage.h"
 #include "engine/log_inspect_internal.h"
 #include "engine/topic_config.h"
 #include "io/file_util.h"
@@ -126,8 +127,9 @@ static void progress(struct tfs_verify_ctx *ctx)
 		ctx->progress(ctx->arg, ctx->stats.bytes, ctx->progress_total);
 }
 
-/* The records of one CRC-valid batch: structure, count, offset deltas. */
-static void verify_records(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it,
+/* The records of one CRC-valid batch: structure, count, offset deltas. Returns
+ * false when they do not decode (the mount then cannot read the batch). */
+static bool verify_records(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it,
                            const char *path, const struct tfs_scan_batch *b)
 {
 	struct tfs_record r;
@@ -138,7 +140,7 @@ static void verify_records(struct tfs_verify_ctx *ctx, struct tfs_record_iter *i
 	if (rc == TFS_EUNSUPPORTED) {
 		NOTE(ctx, path, b->pos, "batch %" PRId64 "..%" PRId64 ": records not checked (%s)",
 		     b->h.base_offset, tfs_batch_last_offset(&b->h), why ? why : "unsupported codec");
-		return;
+		return true;
 	}
 	while (rc == 0 && (rc = tfs_record_iter_next(it, &r, &why)) == 1) {
 		if (r.offset_delta <= prev || r.offset_delta > b->h.last_offset_delta) {
@@ -156,6 +158,7 @@ static void verify_records(struct tfs_verify_ctx *ctx, struct tfs_record_iter *i
 		        b->h.base_offset, tfs_batch_last_offset(&b->h), n,
 		        why ? why : tfs_strerror(rc));
 	ctx->stats.records += n;
+	return rc >= 0;
 }
 
 /* Header fields that the CRC does not make trustworthy, and the offset order. */
@@ -281,15 +284,65 @@ static void verify_timeindex(struct tfs_verify_ctx *ctx, const char *path, tfs_o
 	free(e);
 }
 
-/* One segment: its batches and records, then its two indexes. */
+/* What the mount makes of a segment, by the rule of log_damage.h: the region of
+ * unreadable batches being read through, or the torn tail of the last segment. */
+struct vfate {
+	bool last;                  /* the active segment: its first bad batch is cut */
+	bool torn;                  /* ... and was reported */
+	tfs_pos_t region_pos;       /* >= 0: a sealed segment's region starts here */
+	tfs_offset_t region_first;
+	const char *region_why;
+};
+
+static void report_region(struct tfs_verify_ctx *ctx, const char *path, const struct vfate *f,
+                          tfs_pos_t end, tfs_offset_t next)
+{
+	if (next < f->region_first)
+		next = f->region_first;
+	PROBLEM(ctx, path, f->region_pos, "sealed segment damaged: bytes %" PRId64 "..%" PRId64
+	        " unreadable (%s), offsets %" PRId64 "..%" PRId64 " unknown; the mount never "
+	        "cuts it: it reads EIO there and for every key whose newest readable record "
+	        "precedes offset %" PRId64 "; topicctl repair truncates the log at position %"
+	        PRId64, f->region_pos, end - 1, f->region_why, f->region_first, next - 1,
+	        f->region_first, f->region_pos);
+}
+
+/* One step of the mount's rule: fate of the batch b (good or not, why). */
+static void vfate_step(struct tfs_verify_ctx *ctx, const char *path, struct vfate *f,
+                       const struct tfs_scan_batch *b, enum tfs_batch_fate fate, const char *why,
+                       tfs_offset_t *expect, int64_t file_size)
+{
+	if (fate == TFS_FATE_GOOD) {
+		if (f->region_pos >= 0) {
+			report_region(ctx, path, f, b->pos, b->h.base_offset);
+			f->region_pos = -1;
+		}
+		*expect = tfs_batch_last_offset(&b->h) + 1;
+		return;
+	}
+	if (f->last) {
+		if (!f->torn)
+			PROBLEM(ctx, path, b->pos, "the active segment's tail from here (%" PRId64
+			        " bytes) is cut by the next mount: %s", file_size - b->pos, why);
+		f->torn = true;
+	} else if (f->region_pos < 0) {
+		f->region_pos = b->pos;
+		f->region_first = *expect;
+		f->region_why = why;
+	}
+}
+
+/* One segment: its batches and records, then its two indexes. expect: the
+ * smallest offset the mount allows next (log_damage.h), carried across segments. */
 static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it, const char *dir,
                           const struct tfs_dir_file *f, tfs_offset_t next_base,
-                          tfs_offset_t *prev_last, char *prev_path)
+                          tfs_offset_t *prev_last, char *prev_path, tfs_offset_t *expect)
 {
 	char path[PATH_CAP], ipath[PATH_CAP];
 	struct tfs_segscan *s = NULL;
 	struct tfs_scan_batch b;
 	struct vseg v = { .offsets_sorted = true };
+	struct vfate vf = { .last = next_base == INT64_MAX, .region_pos = -1 };
 	tfs_offset_t seg_last = TFS_OFFSET_NONE;
 	const char *pp = prev_path[0] ? prev_path : NULL;
 	bool complete = true;
@@ -301,35 +354,47 @@ static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it
 		PROBLEM(ctx, path, -1, "cannot open: %s", tfs_strerror(rc));
 		return 0;
 	}
+	if (*expect < f->base)
+		*expect = f->base;
 	ctx->stats.segments++;
 	while ((rc = tfs_segscan_next(s, &b)) == 1) {
+		enum tfs_batch_fate fate = TFS_FATE_GOOD;
+		const char *why = b.why;
 		struct vbatch vb;
 
 		if (b.status == TFS_SCAN_BAD_HEADER) {
 			PROBLEM(ctx, path, b.pos, "bad batch header: %s; the rest of the file (%" PRId64
 			        " bytes) cannot be read", b.why,
 			        tfs_segscan_file_size(s) - b.pos);
+			vfate_step(ctx, path, &vf, &b, TFS_FATE_REST, b.why, expect, tfs_segscan_file_size(s));
 			complete = false;
 			break;
 		}
 		if (b.status == TFS_SCAN_TRUNCATED) {
-			PROBLEM(ctx, path, b.pos, "truncated batch: %s (%zu of %zu bytes present); "
-			        "a torn tail, cut by the next mount",
-			        b.why, b.size, b.header_valid ? tfs_batch_size(&b.h) : (size_t)TFS_BATCH_HEADER_BYTES);
+			PROBLEM(ctx, path, b.pos, "truncated batch: %s (%zu of %zu bytes present)%s",
+			        b.why, b.size, b.header_valid ? tfs_batch_size(&b.h) : (size_t)TFS_BATCH_HEADER_BYTES,
+			        vf.last ? "; a torn tail, cut by the next mount" : "");
+			vfate_step(ctx, path, &vf, &b, TFS_FATE_REST, b.why, expect, tfs_segscan_file_size(s));
 			complete = false;
 			break;
 		}
 		ctx->stats.batches++;
 		ctx->stats.bytes += (int64_t)b.size;
-		if (b.status == TFS_SCAN_BAD_BATCH)
+		if (b.status == TFS_SCAN_BAD_BATCH) {
 			PROBLEM(ctx, path, b.pos, "batch %" PRId64 "..%" PRId64 " (%zu bytes): %s",
 			        b.h.base_offset, tfs_batch_last_offset(&b.h), b.size, b.why);
-		else
-			verify_records(ctx, it, path, &b);
+			fate = TFS_FATE_SKIP;
+		} else if (!verify_records(ctx, it, path, &b)) {
+			fate = TFS_FATE_SKIP;
+			why = "records do not decode";
+		} else {
+			fate = tfs_damage_offsets(&b.h, *expect, next_base, &why);
+		}
 		if (v.n && b.h.base_offset <= v.b[v.n - 1].last)
 			v.offsets_sorted = false;
 		verify_offsets(ctx, path, f->base, &b.h, b.pos, prev_last, &pp);
 		pp = NULL;
+		vfate_step(ctx, path, &vf, &b, fate, why, expect, tfs_segscan_file_size(s));
 		if (seg_last == TFS_OFFSET_NONE || tfs_batch_last_offset(&b.h) > seg_last)
 			seg_last = tfs_batch_last_offset(&b.h);
 		vb = (struct vbatch){ b.pos, b.h.base_offset, tfs_batch_last_offset(&b.h),
@@ -345,6 +410,9 @@ static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it
 		complete = false;
 	}
 	rc = 0;
+	if (vf.region_pos >= 0)
+		report_region(ctx, path, &vf, tfs_segscan_file_size(s),
+		              next_base > *expect ? next_base : *expect);
 	if (!complete) {
 		/* count the unreadable rest as done for the progress bar */
 		ctx->stats.bytes += tfs_segscan_file_size(s) - v.framed_end;
@@ -383,7 +451,7 @@ static int verify_partition(struct tfs_verify_ctx *ctx, const char *dir, tfs_off
 	struct tfs_record_iter it;
 	char path[PATH_CAP];
 	char *prev_path = NULL;
-	tfs_offset_t prev_last = TFS_OFFSET_NONE;
+	tfs_offset_t prev_last = TFS_OFFSET_NONE, expect = 0;
 	int rc = tfs_inspect_list_dir(dir, &l);
 
 	if (log_end)
@@ -433,7 +501,8 @@ static int verify_partition(struct tfs_verify_ctx *ctx, const char *dir, tfs_off
 				break;
 			}
 		}
-		rc = verify_segment(ctx, &it, dir, &l.files[i], next_base, &prev_last, prev_path);
+		rc = verify_segment(ctx, &it, dir, &l.files[i], next_base, &prev_last, prev_path,
+		                    &expect);
 		if (log_end) {
 			tfs_offset_t end = prev_last == TFS_OFFSET_NONE ? l.files[i].base : prev_last + 1;
 			if (end > *log_end)

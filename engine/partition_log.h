@@ -123,7 +123,7 @@ typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs
  * a record count other than last offset delta + 1, a producer id without a
  * sequence), -EBADMSG (a CRC or record structure that does not check, offset
  * deltas that do not rise from 0 to the last offset delta), -EFBIG (larger than
- * max.message.bytes), TFS_EUNSUPPORTED (magic 0/1, gzip, snappy, lz4). Otherwise
+ * max.message.bytes), TFS_EUNSUPPORTED (magic 0/1). Otherwise
  * as tfs_plog_append. */
 int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,
                           tfs_offset_t *first, size_t *count, tfs_plog_records_fn committed,
@@ -161,7 +161,10 @@ struct tfs_record_copy {
 void tfs_record_copy_release(struct tfs_record_copy *rc);
 
 /* Reads the newest record of key into *out (pinned: later appends or a cleaner
- * swap do not change it). -ENOENT if the key is not live. */
+ * swap do not change it). -ENOENT if the key is not live; TFS_EDAMAGED (not
+ * logged: the open logged the damage once) if its newest readable record
+ * precedes an unreadable region of a sealed segment, which may hold a newer
+ * one (see tfs_plog_damage). */
 int tfs_plog_read_key(struct tfs_plog *pl, struct tfs_slice key, struct tfs_record_copy *out);
 /* tfs_plog_read_key with the record at the key's offset fetched by read(arg, pl,
  * offset, out) instead of tfs_plog_read_offset (a caller's cache of windows, say);
@@ -190,6 +193,22 @@ void tfs_plog_cursor_close(struct tfs_plog_cursor *c);
 /* Offsets of key's records still on disk, ascending; *out malloc'd (caller frees). */
 int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_t **out,
                           size_t *count);
+
+/* An unreadable region of a sealed segment, found when the partition opened
+ * (rules in log_damage.h). Its bytes read as TFS_ECORRUPT; nothing cuts it but
+ * topicctl repair. */
+struct tfs_plog_damage {
+	tfs_offset_t segment_base;       /* of the segment: <segment_base>.log */
+	tfs_pos_t pos, end;              /* the unreadable bytes [pos, end) of that file */
+	tfs_offset_t first, next;        /* the offsets [first, next) that may have been there */
+	const char *why;                 /* static: what the first bad batch failed */
+};
+/* Copies the regions of the current segments, in log order, into out[0, cap)
+ * and returns how many there are (0: the log reads whole). */
+size_t tfs_plog_damage(struct tfs_plog *pl, struct tfs_plog_damage *out, size_t cap);
+/* Keys whose newest readable record is below this offset may be stale and read
+ * TFS_EDAMAGED; 0 when the partition opened undamaged. */
+tfs_offset_t tfs_plog_stale_below(const struct tfs_plog *pl);
 
 struct tfs_plog_stats {
 	tfs_offset_t log_start_offset;

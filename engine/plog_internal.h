@@ -58,6 +58,10 @@ struct tfs_plog {
 	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
 	int failed;                         /* < 0: a write error left the tail unknown */
 	char *uncleanable_reason;           /* set by recovery on sealed corruption */
+	/* Set by recovery, then constant: the largest first offset of an unreadable
+	 * region (0: none). A key whose newest readable record is below it may have
+	 * a newer record in that region, so it reads TFS_EDAMAGED. */
+	tfs_offset_t stale_below;
 };
 
 struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */

@@ -52,9 +52,9 @@ static int check_header(const struct tfs_batch_header *h, size_t len, const char
 		*why = "log-append time is the broker's to set";
 		return -EINVAL;
 	}
-	if (codec != TFS_CODEC_NONE && codec != TFS_CODEC_ZSTD) {
-		*why = "compression codec other than none or zstd";
-		return TFS_EUNSUPPORTED;
+	if (codec > TFS_CODEC_ZSTD) {
+		*why = "an unknown compression codec";
+		return -EBADMSG;
 	}
 	if (h->records_count <= 0) {
 		*why = "a batch with no records";

@@ -72,6 +72,17 @@ static const uint8_t *window_get(struct window *w, struct tfs_segment *seg, tfs_
 	return w->p;
 }
 
+/* The first unreadable region of seg (found at open) that ends past pos, or
+ * NULL: readers never use its bytes, and step over it only towards offsets at
+ * or past its next. */
+static const struct tfs_seg_damage *damage_from(const struct tfs_segment *seg, tfs_pos_t pos)
+{
+	for (uint32_t i = 0; i < seg->damage_count; i++)
+		if (seg->damage[i].end > pos)
+			return &seg->damage[i];
+	return NULL;
+}
+
 struct tfs_plog_cursor {
 	struct tfs_plog *pl;
 	struct tfs_seglist *list;
@@ -141,6 +152,7 @@ int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
                          struct tfs_batch_header *bh)
 {
 	for (;;) {
+		const struct tfs_seg_damage *d;
 		struct tfs_segment *seg;
 		tfs_pos_t limit;
 		const uint8_t *p;
@@ -165,8 +177,16 @@ int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
 			return 0;
 		seg = c->list->seg[c->seg_idx];
 		limit = tfs_segment_size(seg);
-		if (seg->corrupt_at >= 0 && c->pos >= seg->corrupt_at)
-			return corrupt(c, seg, "past a corrupt batch found at open");
+		if ((d = damage_from(seg, c->pos)) && d->pos <= c->pos) {
+			/* Step over it: a cursor that started past it has lost nothing;
+			 * one that reads through it hears so once, then goes on. */
+			bool lost = c->from < d->next;
+			rc = lost ? corrupt(c, seg, d->why) : 0;
+			c->pos = d->end;
+			if (lost)
+				return rc;
+			continue;
+		}
 		if (c->pos >= limit) {
 			c->seg_idx++;
 			c->pos = 0;
@@ -287,6 +307,8 @@ int tfs_plog_read_key_via(struct tfs_plog *pl, struct tfs_slice key, tfs_plog_of
 		rc = tfs_plog_lookup(pl, key, &info);
 		if (rc < 0)
 			return rc;
+		if (info.offset < pl->stale_below)
+			return TFS_EDAMAGED;    /* a newer record may be in the damage */
 		rc = read(arg, pl, info.offset, out);
 		if (rc != -ENOENT)
 			break;
@@ -361,6 +383,29 @@ int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_
 	return 0;
 }
 
+size_t tfs_plog_damage(struct tfs_plog *pl, struct tfs_plog_damage *out, size_t cap)
+{
+	struct tfs_seglist *l = tfs__seglist_get(pl);
+	size_t n = 0;
+
+	for (int i = 0; i < l->count; i++) {
+		const struct tfs_segment *seg = l->seg[i];
+		for (uint32_t j = 0; j < seg->damage_count; j++, n++) {
+			const struct tfs_seg_damage *d = &seg->damage[j];
+			if (n < cap)
+				out[n] = (struct tfs_plog_damage){ seg->base_offset, d->pos, d->end,
+				                                   d->first, d->next, d->why };
+		}
+	}
+	tfs__seglist_put(l);
+	return n;
+}
+
+tfs_offset_t tfs_plog_stale_below(const struct tfs_plog *pl)
+{
+	return pl->stale_below;
+}
+
 void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
 {
 	struct tfs_seglist *l;
@@ -394,9 +439,9 @@ void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
  * batch at or below the offset; from there a read of WINDOW_READ_BYTES holds the
  * wanted batch unless batches are large. A batch that does not fit is either
  * skipped by its header alone (it ends below the offset) or read whole. The
- * window is the run of whole batches of the last read. Bytes at or past a
- * segment's corrupt_at (a sealed segment's damage found at open) are never used,
- * as for cursors. A batch that fails its checks does not spoil the window: copying
+ * window is the run of whole batches of the last read. The bytes of a sealed
+ * segment's unreadable regions (found at open) are never used, as for cursors:
+ * an offset past a region is looked for after it, one inside it is TFS_ECORRUPT. A batch that fails its checks does not spoil the window: copying
  * from it reports (and logs) the error, as a cursor reaching it would have.
  */
 
@@ -586,19 +631,28 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 		goto out;
 	}
 	seg = l->seg[idx];
-	limit = tfs_segment_size(seg);
-	if (seg->corrupt_at >= 0 && seg->corrupt_at < limit)
-		limit = seg->corrupt_at;        /* nothing from there on is trusted */
 	for (;;) {
+		const struct tfs_seg_damage *d = damage_from(seg, pos);
 		size_t want, end = 0, next_size = 0;
 		uint32_t whole = 0;             /* batches in [0, end) */
 		tfs_offset_t last_whole = -1, next_last = -1;
 		const char *why = NULL;
 		ssize_t n;
 
+		if (d && d->pos <= pos) {       /* an unreadable region found at open */
+			if (offset >= d->next) {
+				pos = d->end;
+				need = 0;
+				continue;
+			}
+			rc = seg_corrupt(pl, seg, d->pos, d->why);
+			goto out;
+		}
+		limit = tfs_segment_size(seg);
+		if (d && d->pos < limit)
+			limit = d->pos;         /* nothing from there on is trusted */
 		if (pos >= limit) {
-			rc = seg->corrupt_at >= 0 && pos >= seg->corrupt_at ?
-			     seg_corrupt(pl, seg, pos, "past a corrupt batch found at open") : -ENOENT;
+			rc = -ENOENT;
 			goto out;
 		}
 		if ((tfs_pos_t)need > limit - pos) {

@@ -155,6 +155,7 @@ void tfs_segment_unref(struct tfs_segment *s)
 		unlink_files(s);
 	free(s->index);
 	free(s->tindex);
+	free(s->damage);
 	free(s->dir);
 	free(s);
 }

@@ -50,6 +50,16 @@ struct tfs_timeindex_entry {
 	int32_t rel_offset;
 };
 
+/* An unreadable run of a sealed segment's .log, found by the open-time scan
+ * (log_recovery.c, rules in log_damage.h): bytes [pos, end) cannot be read, and
+ * the offsets [first, next) that were there are unknown. next is the base offset
+ * of the first readable batch after it (or the next segment's base). */
+struct tfs_seg_damage {
+	tfs_pos_t pos, end;
+	tfs_offset_t first, next;
+	const char *why;                   /* static */
+};
+
 struct tfs_segment {
 	tfs_offset_t base_offset;
 	atomic_int refs;
@@ -72,7 +82,10 @@ struct tfs_segment {
 	int64_t bytes_since_index;
 	int64_t index_interval_bytes;
 
-	tfs_pos_t corrupt_at;              /* >= 0: bytes from here on failed checks */
+	tfs_pos_t corrupt_at;              /* >= 0: the first unreadable byte (damage[0]);
+	                                    * the cleaner reads nothing from here on */
+	struct tfs_seg_damage *damage;     /* malloc'd, by position; set at open only */
+	uint32_t damage_count;
 	bool sealed;
 	bool deleted;                      /* files renamed .deleted; unlinked after the
 	                                    * last unref (tfs_io_unlink_later) */

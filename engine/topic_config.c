@@ -15,10 +15,10 @@
  *     log.cleaner.io.buffer.size are Kafka INTs: at most 2147483647 (a segment's
  *     positions are 32-bit in its .index).
  *   - segment.index.bytes >= 8 (one index entry), where Kafka says >= 4.
- *   - compression.type takes none and zstd; Kafka's "uncompressed" means none, and
- *     "producer" (keep the producer's codec) also means none, since topicfs itself
- *     writes every batch it stores. gzip, snappy and lz4 are refused with a log line.
- *     get() prints the stored codec, so "producer" reads back as "none".
+ *   - compression.type takes none, gzip, snappy, lz4 and zstd; Kafka's
+ *     "uncompressed" means none, and "producer" (keep the producer's codec) also
+ *     means none, since topicfs itself writes every batch it stores. get() prints
+ *     the stored codec, so "producer" reads back as "none".
  *   - compression.zstd.level (Kafka 3.8, KIP-390) is checked against the linked
  *     libzstd's ZSTD_minCLevel()..ZSTD_maxCLevel(), as Kafka checks against zstd-jni's;
  *     it applies only while compression.type is zstd.
@@ -377,16 +377,14 @@ static int parse_value(const struct field *f, const char *value, struct value *v
 			v->i = TFS_CODEC_NONE;
 			return 0;
 		}
-		if (strcmp(value, "zstd") == 0) {
-			v->i = TFS_CODEC_ZSTD;
-			return 0;
+		for (int c = TFS_CODEC_GZIP; c <= TFS_CODEC_ZSTD; c++) {
+			if (strcmp(value, codec_names[c]) == 0) {
+				v->i = c;
+				return 0;
+			}
 		}
-		if (strcmp(value, "gzip") == 0 || strcmp(value, "snappy") == 0 ||
-		    strcmp(value, "lz4") == 0)
-			snprintf(why, why_cap, "%s=%s: only none and zstd are supported",
-			         f->name, value);
-		else
-			snprintf(why, why_cap, "%s=%.*s is not none or zstd", f->name, VALUE_MAX, value);
+		snprintf(why, why_cap, "%s=%.*s is not none, gzip, snappy, lz4 or zstd", f->name,
+		         VALUE_MAX, value);
 		return -EINVAL;
 	case V_TSTYPE:
 		for (size_t i = 0; i < NFIELDS(ts_names); i++) {
@@ -453,23 +451,10 @@ static int set_field(void *base, const struct field *tab, size_t n, const char *
 	return 0;
 }
 
-/* True if name/value failed because of an unsupported Kafka codec. */
-static bool is_unsupported_codec(const char *name, const char *value)
-{
-	return strcmp(name, "compression.type") == 0 &&
-	       (strcmp(value, "gzip") == 0 || strcmp(value, "snappy") == 0 ||
-	        strcmp(value, "lz4") == 0);
-}
-
 int tfs_topic_config_set(struct tfs_topic_config *c, const char *name, const char *value)
 {
 	char why[WHY_MAX];
-	int rc = set_field(c, topic_fields, N_TOPIC, name, value, why, sizeof(why));
-
-	/* A user asking for a codec Kafka has and we lack deserves a reason. */
-	if (rc < 0 && is_unsupported_codec(name, value))
-		tfs_log_warn(MODULE, "cannot set %s", why);
-	return rc;
+	return set_field(c, topic_fields, N_TOPIC, name, value, why, sizeof(why));
 }
 
 int tfs_cleaner_config_set(struct tfs_cleaner_config *c, const char *name, const char *value)

@@ -13,6 +13,7 @@ const char *tfs_strerror(int err)
 	case TFS_EUNCLEANABLE: return "partition is uncleanable";
 	case TFS_EFENCED: return "producer epoch fenced";
 	case TFS_EREADONLY: return "read-only";
+	case TFS_EDAMAGED: return "may be stale: the log is damaged";
 	default: break;
 	}
 	if (err < 0 && err > -4096)

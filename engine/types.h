@@ -43,6 +43,8 @@ enum {
 	TFS_EUNCLEANABLE = -4100,  /* the cleaner gave up on this partition */
 	TFS_EFENCED = -4101,       /* producer epoch is older than the current one */
 	TFS_EREADONLY = -4102,     /* the partition or data directory is read-only */
+	TFS_EDAMAGED = -4103,      /* the answer may lie in an unreadable region of a sealed
+	                            * segment (logged once, when the partition opened) */
 };
 
 /* A short, lowercase, static description of an errno or TFS_E* code (negative). */

@@ -26,6 +26,8 @@ int tfs_errno(int err, const char *what)
 		return EPERM;
 	case TFS_EUNCLEANABLE:
 		return EIO;
+	case TFS_EDAMAGED:
+		return EIO;                     /* logged once, when the partition opened */
 	default:
 		break;
 	}

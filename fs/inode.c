@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "fs/fuse_ll.h"
+#include "fs/scratch.h"
 
 #define INITIAL_BUCKETS 1024        /* power of two; grows by doubling */
 #define ROOT_INO 1                  /* st_ino of the root; hashes avoid it */
@@ -65,7 +66,7 @@ uint64_t tfs_inode_ident_hash(const struct tfs_node_ident *id)
 	if (id->kind == TFS_NODE_ROOT)
 		return ROOT_INO;
 	seed = ident_seed(id->kind, id->topic_name, id->partition, id->num);
-	if (id->kind == TFS_NODE_KEY)
+	if (tfs_node_kind_named(id->kind))
 		return key_hash(seed, id->key);
 	return fix_ino(seed);
 }
@@ -199,7 +200,7 @@ static bool ident_matches(const struct tfs_node *n, const struct tfs_node_ident 
 	if (n->kind != id->kind || n->topic != id->topic || n->partition != id->partition ||
 	    n->num != id->num)
 		return false;
-	if (id->kind != TFS_NODE_KEY)
+	if (!tfs_node_kind_named(id->kind))
 		return true;
 	return n->key_len == id->key.len && (id->key.len == 0 ||
 	                                     memcmp(n->key, id->key.p, id->key.len) == 0);
@@ -222,6 +223,7 @@ static void node_free(struct tfs_inode_table *t, struct tfs_node *n)
 {
 	if (n->topic)
 		t->ops.unref(t->ops.arg, n->topic);
+	tfs_scratch_put(n->scratch);
 	pthread_mutex_destroy(&n->lock);
 	free(n->key);
 	free(n);
@@ -335,7 +337,7 @@ int tfs_inode_lookup(struct tfs_inode_table *t, const struct tfs_node_ident *id,
 				return -ENOENT;
 		}
 		fresh = calloc(1, sizeof(*fresh));
-		if (!fresh || (id->kind == TFS_NODE_KEY && id->key.len > 0 &&
+		if (!fresh || (tfs_node_kind_named(id->kind) && id->key.len > 0 &&
 		               !(fresh->key = malloc(id->key.len)))) {
 			free(fresh);
 			if (topic)
@@ -347,7 +349,7 @@ int tfs_inode_lookup(struct tfs_inode_table *t, const struct tfs_node_ident *id,
 		fresh->topic = topic;
 		fresh->partition = id->partition;
 		fresh->num = id->num;
-		if (id->kind == TFS_NODE_KEY) {
+		if (tfs_node_kind_named(id->kind)) {
 			if (id->key.len)
 				memcpy(fresh->key, id->key.p, id->key.len);
 			fresh->key_len = id->key.len;

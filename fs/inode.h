@@ -41,6 +41,7 @@
 
 struct tfs_topic;
 struct tfs_key_handle;
+struct tfs_scratch_file;
 
 /* A KEY node's key came from a file name (at most 255 bytes), so it is at most
  * 255 bytes: callers copy it into a buffer of this size. */
@@ -58,6 +59,10 @@ enum tfs_node_kind {
 	TFS_NODE_APPEND,        /* T/P/.append */
 	TFS_NODE_PUT,           /* T/P/.put */
 	TFS_NODE_BATCHES,       /* T/P/.batches */
+	TFS_NODE_SCRATCH,       /* T/P/.name: a scratch file (scratch.h), key = name */
+	TFS_NODE_HIST_VIEW,     /* T/P/.history/.clean .dirty .uncleanable (num = region) */
+	TFS_NODE_HIST_KEYS,     /* T/P/.history/.keys */
+	TFS_NODE_HIST_KEY,      /* T/P/.history/.keys/KEY (key = the key's bytes) */
 	TFS_NODE_KINDS
 };
 
@@ -68,8 +73,14 @@ struct tfs_node_ident {
 	const char *topic_name;       /* the topic's name (for the stable hash) */
 	int32_t partition;            /* -1 where it does not apply */
 	int64_t num;                  /* HIST_ENTRY: offset; META_FILE: index; else 0 */
-	struct tfs_slice key;         /* KEY only */
+	struct tfs_slice key;         /* KEY, HIST_KEY: the key bytes; SCRATCH: the name */
 };
+
+/* Kinds whose identity includes the key slice. */
+static inline bool tfs_node_kind_named(enum tfs_node_kind kind)
+{
+	return kind == TFS_NODE_KEY || kind == TFS_NODE_SCRATCH || kind == TFS_NODE_HIST_KEY;
+}
 
 struct tfs_node {
 	/* Immutable after creation. */
@@ -81,7 +92,8 @@ struct tfs_node {
 	int64_t num;
 
 	pthread_mutex_t lock;         /* protects the fields below */
-	uint8_t *key;                 /* KEY: the key bytes (rename changes them) */
+	uint8_t *key;                 /* KEY: the key bytes, SCRATCH: the name (rename
+	                               * changes them) */
 	size_t key_len;
 	bool unlinked;                /* unlink or rename-over took its name away */
 	struct tfs_key_handle *writers;   /* KEY: open writing handles (node_key.c) */
@@ -89,6 +101,8 @@ struct tfs_node {
 	tfs_offset_t cache_offset;    /* KEY: the value whose pages the kernel may hold */
 	uint32_t cache_users;         /* KEY: open handles reading through the page cache */
 	uint32_t open_count;          /* open handles of any kind */
+	struct tfs_scratch_file *scratch; /* SCRATCH: the file it names (a reference,
+	                               * dropped when the node is freed) */
 
 	/* Set before attributes are computed for a reply that lets the kernel cache
 	 * them; cleared (exchange) by whoever queues their invalidation. A change
@@ -152,8 +166,8 @@ void tfs_inode_forget(struct tfs_inode_table *t, uint64_t nodeid, uint64_t n);
 
 /* unlink / rmdir: the node loses its name (leaves the identity map, unlinked). */
 void tfs_inode_unhash(struct tfs_inode_table *t, struct tfs_node *n);
-/* rename of a KEY node within its partition: the node now names newid (a KEY
- * identity of the same topic and partition); a node that named it before loses its
+/* rename of a KEY (or SCRATCH) node within its partition: the node now names
+ * newid (an identity of the same kind, topic and partition); a node that named it before loses its
  * name (unlinked). The node keeps its nodeid and st_ino. -ENOMEM. */
 int tfs_inode_rename(struct tfs_inode_table *t, struct tfs_node *n,
                      const struct tfs_node_ident *newid);

@@ -2,7 +2,7 @@
  *
  * Owns: nothing; pure functions on caller buffers.
  *
- * The spelling (DESIGN "Keys as file names"): a key's file name is its bytes with
+ * The spelling (docs/semantics.md §2): a key's file name is its bytes with
  * these written as "%XX" (upper-case hex): '%', '/', 0x00-0x1F, 0x7F, and a '.' in
  * the first position. The empty key is the name "%". Every other byte (including
  * 0x80-0xFF) stands for itself.

@@ -8,9 +8,10 @@
  *      (the engine starts threads, so it must be opened after the fork)
  *   -> open the engine (tfs_mount_create) -> fuse_session_new -> mount
  *   -> start the notifier -> report success, detach stdio, log to syslog
+ *   -> tell systemd READY=1, start the watchdog if the unit asked for one (service.c)
  *   -> the multi-threaded loop until umount, SIGTERM, SIGINT or SIGHUP
- *   -> unmount, stop the notifier, destroy the session, close the engine (which
- *      flushes every partition).
+ *   -> STOPPING=1, unmount, stop the notifier, destroy the session, close the
+ *      engine (which flushes every partition).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,9 @@
 #include "fs/mount.h"
 #include "fs/ops.h"
 #include "fs/opts.h"
+#include "fs/service.h"
 #include "io/log.h"
+#include "tfs_version.h"
 
 /* DATA_DIR as an absolute path (the daemon chdirs to /); resolved if it exists. */
 static char *absolute_path(const char *path)
@@ -158,6 +161,7 @@ int main(int argc, char **argv)
 	struct fuse_loop_config *lc = NULL;
 	struct fuse_session *se = NULL;
 	struct tfs_mount *m = NULL;
+	struct tfs_service *watchdog = NULL;
 	struct tfs_opts o;
 	char *abs_dir = NULL, *abs_mnt = NULL, *fsn = NULL;
 	int report_fd = -1, ret = 1, rc;
@@ -177,7 +181,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (c.show_version) {
-		printf("topicfs, libfuse %s\n", fuse_pkgversion());
+		printf("topicfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
+		fflush(stdout);                 /* before fusermount3's own line */
 		fuse_lowlevel_version();
 		ret = 0;
 		goto out;
@@ -212,6 +217,9 @@ int main(int argc, char **argv)
 
 	if (!c.foreground && daemonize_early(&report_fd) < 0)
 		goto out;
+	tfs_log_detect_journal();
+	o.engine.progress = tfs_service_open_progress;
+	tfs_service_status("opening the data directory %s", abs_dir);
 	rc = tfs_mount_create(&o, abs_dir, &m);
 	if (rc < 0) {
 		fprintf(stderr, "topicfs: cannot open data directory %s: %s\n", abs_dir,
@@ -252,6 +260,11 @@ int main(int argc, char **argv)
 		detach_stdio();
 	}
 
+	tfs_service_ready(abs_dir, abs_mnt);
+	rc = tfs_service_watchdog_start(m->engine, &watchdog);
+	if (rc < 0)
+		tfs_log_warn("fs", "cannot start the watchdog thread: %s", strerror(-rc));
+
 	lc = fuse_loop_cfg_create();
 	if (!lc)
 		goto out;
@@ -266,6 +279,9 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		tfs_log_error("fs", "session loop on %s failed: %s", abs_mnt, strerror(-rc));
 out:
+	if (mounted)
+		tfs_service_stopping();
+	tfs_service_watchdog_stop(watchdog);
 	if (mounted)
 		fuse_session_unmount(se);
 	if (m)

@@ -76,6 +76,9 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 	rc = tfs_inode_table_create(&tops, &m->inodes);
 	if (rc == 0)
 		rc = tfs_readcache_create(&tops, TFS_READCACHE_BYTES, &m->readcache);
+	if (rc == 0)
+		rc = tfs_scratch_create(&tops, o->scratch_max_bytes, o->scratch_max_files,
+		                        &m->scratch);
 	if (rc < 0)
 		goto fail;
 	*out = m;
@@ -111,6 +114,8 @@ void tfs_mount_destroy(struct tfs_mount *m)
 	while ((fh = m->handles) != NULL)
 		fh->free_fn(m, fh);
 	tfs_inode_table_destroy(m->inodes);
+	tfs_scratch_destroy(m->scratch);       /* after the nodes and handles that use it:
+	                                        * scratch files end with the mount */
 	tfs_readcache_destroy(m->readcache);   /* its topic references, before the engine */
 	tfs_engine_close(m->engine);
 	pthread_mutex_destroy(&m->handles_lock);

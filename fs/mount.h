@@ -26,6 +26,7 @@
 #include "fs/inode.h"
 #include "fs/notify.h"
 #include "fs/readcache.h"
+#include "fs/scratch.h"
 
 struct fuse_session;
 struct fuse_conn_info_opts;
@@ -56,6 +57,7 @@ struct tfs_mount {
 	struct tfs_inode_table *inodes;
 	struct tfs_notifier *notifier;         /* NULL until started */
 	struct tfs_readcache *readcache;       /* windows for opening keys (node_key.c) */
+	struct tfs_scratch *scratch;           /* the dot-named scratch files (scratch.h) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;
 	bool reader_cache;                     /* -o reader_cache (node_key.c) */

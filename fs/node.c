@@ -21,6 +21,10 @@ const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind)
 		[TFS_NODE_APPEND] = &tfs_kind_append,
 		[TFS_NODE_PUT] = &tfs_kind_put,
 		[TFS_NODE_BATCHES] = &tfs_kind_batches,
+		[TFS_NODE_SCRATCH] = &tfs_kind_scratch,
+		[TFS_NODE_HIST_VIEW] = &tfs_kind_hist_view,
+		[TFS_NODE_HIST_KEYS] = &tfs_kind_hist_keys,
+		[TFS_NODE_HIST_KEY] = &tfs_kind_hist_key,
 	};
 	return kinds[kind];
 }
@@ -231,6 +235,15 @@ static uint64_t parent_ino(const struct tfs_node *dir)
 		break;
 	case TFS_NODE_HIST_DIR:
 		id.kind = TFS_NODE_PARTITION;
+		id.partition = dir->partition;
+		break;
+	case TFS_NODE_HIST_VIEW:
+	case TFS_NODE_HIST_KEYS:
+		id.kind = TFS_NODE_HIST_DIR;
+		id.partition = dir->partition;
+		break;
+	case TFS_NODE_HIST_KEY:
+		id.kind = TFS_NODE_HIST_KEYS;
 		id.partition = dir->partition;
 		break;
 	default:

@@ -80,6 +80,8 @@ struct tfs_node_ops {
 	               struct tfs_node *newdir, const char *newname, unsigned flags);
 	void (*create)(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, const char *name,
 	               mode_t mode, struct fuse_file_info *fi);
+	void (*mknod)(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, const char *name,
+	              mode_t mode);
 
 	void (*open)(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	             struct fuse_file_info *fi);
@@ -107,7 +109,8 @@ struct tfs_node_ops {
 
 extern const struct tfs_node_ops tfs_kind_root, tfs_kind_meta_dir, tfs_kind_meta_file,
 	tfs_kind_topic, tfs_kind_partition, tfs_kind_key, tfs_kind_hist_dir, tfs_kind_hist_entry,
-	tfs_kind_append, tfs_kind_put, tfs_kind_batches;
+	tfs_kind_append, tfs_kind_put, tfs_kind_batches, tfs_kind_scratch, tfs_kind_hist_view,
+	tfs_kind_hist_keys, tfs_kind_hist_key;
 
 const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind);
 

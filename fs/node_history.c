@@ -1,4 +1,4 @@
-/* node_history.c - T/P/.history/: one read-only file per record still on disk
+/* node_history.c - T/P/.history/ and its views: one read-only file per record still on disk
  * (clean, dirty and active regions alike, keyed or not), named by its offset as
  * 20 zero-padded digits, in ascending order. A file holds the record's value
  * (empty for a tombstone; the xattr `tombstone` tells them apart).
@@ -8,9 +8,15 @@
  * offset c - TFS_DIR_FIRST + 1. Offsets are never renumbered, so the cookies stay
  * valid while the cleaner removes records (the gaps are the point).
  *
+ * Unlisted views narrow the listing by region or by key (see "which records a
+ * directory lists" below); their entries are the same nodes.
+ *
  * A history file's content never changes for its offset, so opens keep the page
- * cache; the handle copies the record at open, so a file open when its record is
- * cleaned away keeps reading the old bytes until it is closed.
+ * cache; the handle copies the record at open (at most max.message.bytes, as a
+ * key's handle does, rather than pinning whole segments that a forgotten
+ * descriptor would keep on disk), so a file open when its record is cleaned away
+ * keeps reading the old bytes until it is closed, and its fstat answers from that
+ * copy while its name is already gone.
  *
  * What the kernel may cache, given that the cleaner removes records without
  * telling the fs (background passes and retention send no notification, and the
@@ -27,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cleaner.h"
+#include "fs/keyname.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -65,7 +73,105 @@ static void hist_attr(struct tfs_node *n, size_t value_len, int64_t timestamp, s
 	tfs_stat_file(n, mode & 0444, uid, gid, (off_t)value_len, timestamp, st);
 }
 
-/* ---- the directory -------------------------------------------------------- */
+/* A LOOKUP or readdirplus entry for the record at offset, whose value is
+ * value_len bytes and whose timestamp is timestamp (from the caller's read: no
+ * second one). */
+static int hist_entry_param(struct tfs_mount *m, struct tfs_node *dir, tfs_offset_t offset,
+                            size_t value_len, int64_t timestamp, struct fuse_entry_param *e)
+{
+	struct tfs_node_ident id;
+	struct tfs_node *n;
+	int rc;
+
+	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, offset, tfs_slice_make(NULL, 0), &id);
+	memset(e, 0, sizeof(*e));
+	rc = tfs_inode_lookup(m->inodes, &id, &n);
+	if (rc < 0)
+		return rc;
+	atomic_store_explicit(&n->attrs_cached, true, memory_order_release);
+	hist_attr(n, value_len, timestamp, &e->attr);
+	e->ino = n->nodeid;
+	e->attr_timeout = e->entry_timeout = 0.0;     /* `uncached`: see the top */
+	tfs_inode_put(m->inodes, n);
+	return 0;
+}
+
+/* ---- which records a directory lists ---------------------------------------- */
+
+/* The views (unlisted, like every control entry, so `ls .history` lists offsets
+ * only):
+ *   .history/.clean/        [log start, first dirty)       what the pass recopies
+ *   .history/.dirty/        [first dirty, first uncleanable) what its map reads
+ *   .history/.uncleanable/  [first uncleanable, log end)   what it may not touch
+ *   .history/.keys/KEY/     the records of one key (KEY spelled as its file name)
+ * Their entries are .history's own nodes (same inode, bytes, attributes and
+ * pinning), found through the same offset names. A region's bounds are read from
+ * the cleaner at each readdir call and each lookup: a pass that moves them between
+ * two calls of one listing only narrows what is left of it, and as cookies are
+ * offsets a listing never goes back, so it never repeats an offset. */
+
+enum hist_region { REGION_CLEAN, REGION_DIRTY, REGION_UNCLEANABLE, REGION_COUNT };
+
+static const char *const view_names[REGION_COUNT] = { ".clean", ".dirty", ".uncleanable" };
+#define KEYS_NAME ".keys"
+
+/* What a directory lists: offsets in [from, to), of one key if by_key. */
+struct hist_filter {
+	tfs_offset_t from, to;
+	bool by_key;
+	uint8_t key[TFS_NODE_KEY_CAP];
+	size_t key_len;
+};
+
+static int region_bounds(struct tfs_mount *m, struct tfs_plog *pl, int region,
+                         struct hist_filter *f)
+{
+	struct tfs_cleaner_partition_info ci;
+	struct tfs_plog_stats st;
+	int rc = tfs_cleaner_partition_info(tfs_engine_cleaner(m->engine), pl, &ci);
+
+	if (rc < 0)
+		return rc == TFS_EREADONLY ? -ENOENT : rc;   /* no cleaner, no regions */
+	tfs_plog_stats(pl, &st);
+	f->from = region == REGION_CLEAN ? st.log_start_offset :
+	          region == REGION_DIRTY ? ci.first_dirty_offset : ci.first_uncleanable_offset;
+	f->to = region == REGION_CLEAN ? ci.first_dirty_offset :
+	        region == REGION_DIRTY ? ci.first_uncleanable_offset : INT64_MAX;
+	return 0;
+}
+
+/* The filter of dir (a .history directory or one of its views). */
+static int filter_of(struct tfs_mount *m, struct tfs_node *dir, struct tfs_plog *pl,
+                     struct hist_filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->to = INT64_MAX;
+	switch (dir->kind) {
+	case TFS_NODE_HIST_VIEW:
+		return region_bounds(m, pl, (int)dir->num, f);
+	case TFS_NODE_HIST_KEY:
+		pthread_mutex_lock(&dir->lock);
+		f->key_len = dir->key_len < sizeof(f->key) ? dir->key_len : sizeof(f->key);
+		if (f->key_len)
+			memcpy(f->key, dir->key, f->key_len);
+		pthread_mutex_unlock(&dir->lock);
+		f->by_key = true;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static bool filter_takes(const struct hist_filter *f, tfs_offset_t offset, bool key_null,
+                         struct tfs_slice key)
+{
+	if (offset < f->from || offset >= f->to)
+		return false;
+	return !f->by_key || (!key_null && key.len == f->key_len &&
+	                      (key.len == 0 || !memcmp(key.p, f->key, key.len)));
+}
+
+/* ---- the directories ---------------------------------------------------------- */
 
 static int hist_dir_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
                          struct stat *st)
@@ -81,39 +187,78 @@ static int hist_dir_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_fi
 	return 0;
 }
 
-static void hist_dir_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
-                            const char *name)
+/* Replies to the LOOKUP of offset's entry in dir: the record must be on disk now
+ * (even if a handle opened before a pass still reads its copy, the name is gone)
+ * and be one dir lists. */
+static void hist_reply_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                              struct tfs_plog *pl, tfs_offset_t off)
 {
-	struct tfs_node_ident id;
-	tfs_offset_t off;
+	struct fuse_entry_param e;
+	struct tfs_record_copy rec;
+	struct hist_filter f;
+	int rc = filter_of(m, dir, pl, &f);
 
-	if (!parse_offset(name, &off) || !tfs_mount_plog(dir)) {
+	if (rc < 0) {
+		tfs_reply_err(req, rc, ".history view");
+		return;
+	}
+	if (off < f.from || off >= f.to) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, off, tfs_slice_make(NULL, 0), &id);
-	tfs_reply_entry(req, m, &id);         /* its stat reads the record: ENOENT if gone */
+	rc = tfs_plog_read_offset(pl, off, &rec);
+	if (rc < 0) {
+		tfs_reply_err(req, rc, ".history entry");
+		return;
+	}
+	if (!filter_takes(&f, off, rec.key_null, tfs_slice_make(rec.key, rec.key_len)))
+		rc = -ENOENT;
+	else
+		rc = hist_entry_param(m, dir, off, rec.value_null ? 0 : rec.value_len, rec.timestamp,
+		                      &e);
+	tfs_record_copy_release(&rec);
+	if (rc < 0) {
+		tfs_reply_err(req, rc, ".history entry");
+		return;
+	}
+	if (fuse_reply_entry(req, &e) != 0)
+		tfs_inode_forget(m->inodes, e.ino, 1);   /* the kernel never got it */
 }
 
-/* A readdirplus entry straight from the cursor's record (no second read). */
-static int hist_make_entry(struct tfs_mount *m, struct tfs_node *dir, const struct tfs_record *r,
-                           struct fuse_entry_param *e)
+static void hist_dir_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                            const char *name)
 {
+	struct tfs_plog *pl = tfs_mount_plog(dir);
 	struct tfs_node_ident id;
-	struct tfs_node *n;
-	int rc;
+	tfs_offset_t off;
 
-	tfs_child_ident(dir, TFS_NODE_HIST_ENTRY, r->offset, tfs_slice_make(NULL, 0), &id);
-	memset(e, 0, sizeof(*e));
-	rc = tfs_inode_lookup(m->inodes, &id, &n);
-	if (rc < 0)
-		return rc;
-	atomic_store_explicit(&n->attrs_cached, true, memory_order_release);
-	hist_attr(n, r->value_null ? 0 : r->value.len, r->timestamp, &e->attr);
-	e->ino = n->nodeid;
-	e->attr_timeout = e->entry_timeout = 0.0;     /* `uncached`: see the top */
-	tfs_inode_put(m->inodes, n);
-	return 0;
+	if (!pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (dir->kind == TFS_NODE_HIST_DIR) {
+		for (int i = 0; i < REGION_COUNT; i++) {
+			if (strcmp(name, view_names[i]) != 0)
+				continue;
+			if (!tfs_engine_cleaner(m->engine)) {
+				fuse_reply_err(req, ENOENT);  /* a read-only mount has no regions */
+				return;
+			}
+			tfs_child_ident(dir, TFS_NODE_HIST_VIEW, i, tfs_slice_make(NULL, 0), &id);
+			tfs_reply_entry(req, m, &id);
+			return;
+		}
+		if (!strcmp(name, KEYS_NAME)) {
+			tfs_child_ident(dir, TFS_NODE_HIST_KEYS, 0, tfs_slice_make(NULL, 0), &id);
+			tfs_reply_entry(req, m, &id);
+			return;
+		}
+	}
+	if (!parse_offset(name, &off)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	hist_reply_lookup(req, m, dir, pl, off);
 }
 
 static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
@@ -122,7 +267,9 @@ static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 	struct tfs_plog *pl = tfs_mount_plog(dir);
 	struct tfs_plog_cursor *c = NULL;
 	char name[OFFSET_DIGITS + 1];
+	struct hist_filter f;
 	struct tfs_record r;
+	tfs_offset_t start;
 	char *buf;
 	size_t used;
 	int rc = 0;
@@ -140,21 +287,34 @@ static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 	used = tfs_dir_add_dots(req, buf, size, &off, plus, dir);
 	if (off < TFS_DIR_FIRST - 1)
 		goto reply;
-	rc = tfs_plog_cursor_open(pl, off >= TFS_DIR_FIRST ? off - TFS_DIR_FIRST + 1 : 0, &c);
+	rc = filter_of(m, dir, pl, &f);
+	if (rc < 0)
+		goto reply;
+	start = off >= TFS_DIR_FIRST ? off - TFS_DIR_FIRST + 1 : 0;
+	if (start < f.from)
+		start = f.from;
+	if (start >= f.to)
+		goto reply;
+	rc = tfs_plog_cursor_open(pl, start, &c);
 	if (rc < 0)
 		goto reply;
 	while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1) {
 		off_t next = (off_t)r.offset + TFS_DIR_FIRST;
 		size_t len;
 
-		if (off >= TFS_DIR_FIRST && r.offset <= off - TFS_DIR_FIRST)
+		if (r.offset >= f.to) {
+			rc = 0;
+			break;
+		}
+		if (r.offset < start || !filter_takes(&f, r.offset, r.key_null, r.key))
 			continue;                   /* the cursor may start inside a batch */
 		snprintf(name, sizeof(name), "%020" PRId64, r.offset);
 		if (plus) {
 			struct fuse_entry_param e;
 			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size - used)
 				break;
-			rc = hist_make_entry(m, dir, &r, &e);
+			rc = hist_entry_param(m, dir, r.offset, r.value_null ? 0 : r.value.len,
+			                      r.timestamp, &e);
 			if (rc < 0)
 				break;
 			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
@@ -191,7 +351,125 @@ const struct tfs_node_ops tfs_kind_hist_dir = {
 	.readdir = hist_dir_readdir,
 };
 
+const struct tfs_node_ops tfs_kind_hist_view = {
+	.name = ".history view",
+	.is_dir = true,
+	.volatile_attrs = false,
+	.stat = hist_dir_stat,
+	.lookup = hist_dir_lookup,
+	.readdir = hist_dir_readdir,
+};
+
+/* .history/.keys: a name is a key's directory; nothing is listed (the keys with
+ * records on disk are every key the log ever held: `ls` of the partition lists
+ * the live ones). */
+static void hist_keys_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                             const char *name)
+{
+	struct tfs_plog *pl = tfs_mount_plog(dir);
+	uint8_t key[TFS_NODE_KEY_CAP];
+	struct tfs_node_ident id;
+	struct tfs_keyinfo info;
+	ssize_t klen;
+	int rc;
+
+	if (!pl) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	klen = tfs_keyname_decode(name, strlen(name), key, sizeof(key));
+	if (klen < 0) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* a live key has records; a deleted one may still have its tombstone */
+	rc = tfs_plog_lookup(pl, tfs_slice_make(key, (size_t)klen), &info);
+	if (rc == -ENOENT) {
+		tfs_offset_t *v = NULL;
+		size_t n = 0;
+		rc = tfs_plog_key_versions(pl, tfs_slice_make(key, (size_t)klen), &v, &n);
+		free(v);
+		if (rc == 0 && n == 0)
+			rc = -ENOENT;
+	}
+	if (rc < 0) {
+		tfs_reply_err(req, rc, ".history/.keys");
+		return;
+	}
+	tfs_child_ident(dir, TFS_NODE_HIST_KEY, 0, tfs_slice_make(key, (size_t)klen), &id);
+	tfs_reply_entry(req, m, &id);
+}
+
+static void hist_keys_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                              size_t size, off_t off, struct fuse_file_info *fi, bool plus)
+{
+	char *buf = malloc(size ? size : 1);
+	size_t used;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	used = tfs_dir_add_dots(req, buf, size, &off, plus, dir);
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+const struct tfs_node_ops tfs_kind_hist_keys = {
+	.name = ".history/.keys",
+	.is_dir = true,
+	.volatile_attrs = false,
+	.stat = hist_dir_stat,
+	.lookup = hist_keys_lookup,
+	.readdir = hist_keys_readdir,
+};
+
+const struct tfs_node_ops tfs_kind_hist_key = {
+	.name = ".history/.keys entry",
+	.is_dir = true,
+	.volatile_attrs = false,
+	.uncached = true,             /* its last record may be cleaned away */
+	.stat = hist_dir_stat,
+	.lookup = hist_dir_lookup,
+	.readdir = hist_dir_readdir,
+};
+
 /* ---- the entries ---------------------------------------------------------- */
+
+static void hist_fh_free(struct tfs_mount *m, struct tfs_fh *fh);
+
+/* The record of n is gone, but a handle open on it still holds its copy: the
+ * kernel's fstat (which sends no handle) must see that copy's size, or `cat <&7`
+ * on a descriptor opened before the pass fails with ENOENT before it reads. A
+ * handle's copy never changes while it is on the mount's list, and it leaves the
+ * list (under handles_lock) before it is freed. */
+static bool open_copy_stat(struct tfs_mount *m, struct tfs_node *n, struct stat *st)
+{
+	bool found = false;
+	size_t len = 0;
+	int64_t ts = 0;
+
+	pthread_mutex_lock(&n->lock);
+	found = n->open_count > 0;
+	pthread_mutex_unlock(&n->lock);
+	if (!found)
+		return false;
+	found = false;
+	pthread_mutex_lock(&m->handles_lock);
+	for (struct tfs_fh *fh = m->handles; fh; fh = fh->next) {
+		if (fh->node == n && fh->free_fn == hist_fh_free) {
+			const struct hist_fh *h = (const struct hist_fh *)fh;
+			len = h->rec.value_len;
+			ts = h->rec.timestamp;
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->handles_lock);
+	if (found)
+		hist_attr(n, len, ts, st);
+	return found;
+}
 
 static int hist_entry_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
                            struct stat *st)
@@ -208,6 +486,8 @@ static int hist_entry_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_
 	if (!pl)
 		return -ENOENT;
 	rc = tfs_plog_read_offset(pl, n->num, &rec);
+	if (rc == -ENOENT && open_copy_stat(m, n, st))
+		return TFS_STAT_VOLATILE;
 	if (rc < 0)
 		return rc;
 	hist_attr(n, rec.value_null ? 0 : rec.value_len, rec.timestamp, st);

@@ -1,5 +1,7 @@
 /* node_partition.c - a partition directory: lists live keys; its control entries
- * .history, .append, .put and .batches open by name and are never listed.
+ * .history, .append, .put and .batches open by name and are never listed. Every
+ * other name with a leading dot is a scratch file (node_scratch.c): never a key
+ * (a key's leading dot is spelled %2E), never listed, never logged.
  *
  * Listing walks the key directory in hash order (tfs_plog_scan_keys), so a
  * listing that runs while others write never repeats a key and never misses one
@@ -8,6 +10,9 @@
  * which stays below 2^63 (seekdir/telldir need a positive off_t). Keys whose hashes
  * share a cookie form a group that is always emitted whole: a buffer never ends in
  * the middle of a group, and resuming after a cookie resumes after the whole group.
+ *
+ * A partition with an unreadable region (found at open, see partition_log.h) lists
+ * every key it knows and then fails with EIO instead of the end of the listing.
  *
  * The visitor runs under the partition's read lock, so it only copies names out
  * (no fs lock, no node creation there: see the lock order in inode.h); entries and
@@ -19,6 +24,7 @@
 
 #include "fs/keyname.h"
 #include "fs/node.h"
+#include "fs/node_scratch.h"
 #include "io/log.h"
 
 #define GROUP_SHIFT 2               /* 64-bit hash -> 62-bit cookie space */
@@ -59,34 +65,60 @@ static int partition_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_f
 	return 0;
 }
 
-static void partition_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
-                             const char *name)
-{
-	if (name[0] == '.') {
-		for (size_t i = 0; i < CONTROL_COUNT; i++) {
-			if (!strcmp(name, control_names[i])) {
-				struct tfs_node_ident id;
-				if (!tfs_mount_plog(dir)) {
-					fuse_reply_err(req, ENOENT);
-					return;
-				}
-				tfs_child_ident(dir, control_kinds[i], 0, tfs_slice_make(NULL, 0), &id);
-				tfs_reply_entry(req, m, &id);
-				return;
-			}
-		}
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	tfs_key_lookup(req, m, dir, name);
-}
-
 static bool is_control(const char *name)
 {
 	for (size_t i = 0; i < CONTROL_COUNT; i++)
 		if (!strcmp(name, control_names[i]))
 			return true;
 	return false;
+}
+
+/* A dot name that is not a control entry: a scratch file's (control names win). */
+static bool is_scratch(const char *name)
+{
+	return name[0] == '.' && !is_control(name);
+}
+
+static void partition_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                             const char *name)
+{
+	if (is_scratch(name)) {
+		tfs_scratch_node_lookup(req, m, dir, name);
+		return;
+	}
+	for (size_t i = 0; i < CONTROL_COUNT; i++) {
+		if (!strcmp(name, control_names[i])) {
+			struct tfs_node_ident id;
+			if (!tfs_mount_plog(dir)) {
+				fuse_reply_err(req, ENOENT);
+				return;
+			}
+			tfs_child_ident(dir, control_kinds[i], 0, tfs_slice_make(NULL, 0), &id);
+			tfs_reply_entry(req, m, &id);
+			return;
+		}
+	}
+	tfs_key_lookup(req, m, dir, name);
+}
+
+static void partition_create(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                             const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	if (is_control(name))
+		fuse_reply_err(req, EEXIST);    /* the kernel found it already */
+	else if (is_scratch(name))
+		tfs_scratch_node_create(req, m, dir, name, mode, fi);
+	else
+		tfs_key_create(req, m, dir, name, mode, fi);
+}
+
+static void partition_mknod(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
+                            const char *name, mode_t mode)
+{
+	if (is_scratch(name))
+		tfs_scratch_node_mknod(req, m, dir, name, mode);
+	else
+		fuse_reply_err(req, is_control(name) ? EEXIST : EPERM);
 }
 
 static void partition_unlink(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
@@ -96,13 +128,19 @@ static void partition_unlink(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	tfs_key_unlink(req, m, dir, name);
+	if (is_scratch(name))
+		tfs_scratch_node_unlink(req, m, dir, name);
+	else
+		tfs_key_unlink(req, m, dir, name);
 }
 
 static void partition_rmdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
                             const char *name)
 {
-	fuse_reply_err(req, is_control(name) ? EPERM : ENOENT);
+	if (is_scratch(name))
+		tfs_scratch_node_rmdir(req, m, dir, name);
+	else
+		fuse_reply_err(req, is_control(name) ? EPERM : ENOENT);
 }
 
 static void partition_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
@@ -113,7 +151,13 @@ static void partition_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	tfs_key_rename(req, m, dir, name, newdir, newname, flags);
+	if (is_scratch(name))
+		tfs_scratch_node_rename(req, m, dir, name, newdir, newname, flags,
+		                        is_scratch(newname));
+	else if (is_scratch(newname))
+		fuse_reply_err(req, EXDEV);     /* out of the log: mv copies, then unlinks */
+	else
+		tfs_key_rename(req, m, dir, name, newdir, newname, flags);
 }
 
 /* ---- readdir -------------------------------------------------------------- */
@@ -279,8 +323,17 @@ static void partition_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_no
 		}
 		used += len;
 	}
+	if (rc == 0 && used == 0 && tfs_plog_damage(pl, NULL, 0) > 0) {
+		/* Every known key was listed, but an unreadable region may hold keys
+		 * nobody can name: the listing cannot be called complete (logged at
+		 * open). ls shows what came and fails; cp -r and tar fail. */
+		tfs_reply_err(req, TFS_EDAMAGED, "partition directory");
+		used = 0;
+		goto out;
+	}
 reply:
 	fuse_reply_buf(req, buf, used);
+out:
 	free(buf);
 	free(s.ents);
 	free(s.arena);
@@ -308,7 +361,8 @@ const struct tfs_node_ops tfs_kind_partition = {
 	.unlink = partition_unlink,
 	.rmdir = partition_rmdir,
 	.rename = partition_rename,
-	.create = tfs_key_create,
+	.create = partition_create,
+	.mknod = partition_mknod,
 	.readdir = partition_readdir,
 	.fsyncdir = partition_fsyncdir,
 };

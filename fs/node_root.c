@@ -104,8 +104,10 @@ static void root_rmdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir
 	id.topic_name = tfs_topic_name(t);
 	n = tfs_inode_find(m->inodes, &id);
 	rc = tfs_engine_topic_delete(m->engine, name, false);
-	if (rc == 0)
+	if (rc == 0) {
 		tfs_readcache_forget_topic(m->readcache, t);   /* let its files go */
+		tfs_scratch_forget_topic(m->scratch, t);       /* and its scratch files */
+	}
 	if (rc == 0 && n)
 		tfs_inode_unhash(m->inodes, n);
 	tfs_inode_put(m->inodes, n);

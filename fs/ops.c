@@ -224,7 +224,22 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                      dev_t rdev)
 {
-	fuse_reply_err(req, EPERM);
+	struct tfs_mount *m = mount_of(req);
+	struct tfs_node *dir;
+	const struct tfs_node_ops *ops;
+
+	(void)rdev;
+	if (name_too_long(req, name))
+		return;
+	dir = node_or_reply(req, m, parent);
+	if (!dir)
+		return;
+	ops = tfs_kind_ops(dir->kind);
+	if (ops->mknod)
+		ops->mknod(req, m, dir, name, mode);
+	else
+		fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+	tfs_inode_put(m->inodes, dir);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,

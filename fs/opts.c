@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fs/fuse_ll.h"
+#include "fs/scratch.h"
 
 /* A direct-I/O read(2) pins (and so faults in) min(its size, max_read) bytes of
  * the caller's buffer before the READ goes out, however short the value. cat and
@@ -20,6 +21,8 @@
 #define DEFAULT_MAX_READ (32u << 10)
 #define MAX_READ_MIN 4096u
 #define MAX_READ_MAX (1u << 20)
+#define SCRATCH_MAX_BYTES_LIMIT (1ll << 40)  /* memory, not disk: a sanity bound */
+#define SCRATCH_MAX_FILES_LIMIT 1000000
 #define DEFAULT_CACHE_TIMEOUT_S 60.0   /* every change made through the mount is
                                         * invalidated explicitly; the timeout only
                                         * bounds changes the fs cannot see */
@@ -29,6 +32,8 @@ void tfs_opts_init(struct tfs_opts *o)
 	memset(o, 0, sizeof(*o));
 	tfs_engine_config_defaults(&o->engine);
 	o->cache_timeout = DEFAULT_CACHE_TIMEOUT_S;
+	o->scratch_max_bytes = TFS_SCRATCH_DEFAULT_MAX_BYTES;
+	o->scratch_max_files = TFS_SCRATCH_DEFAULT_MAX_FILES;
 }
 
 void tfs_opts_release(struct tfs_opts *o)
@@ -143,6 +148,19 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		o->engine.max_open_files = (unsigned)v;
 		return 0;
 	}
+	/* 0 is allowed: no scratch files at all (every create is ENOSPC). */
+	if (!strcmp(name, "scratch_max_bytes")) {
+		if (!parse_i64(val, 0, SCRATCH_MAX_BYTES_LIMIT, &v))
+			return bad_value(o, arg, "expected bytes between 0 and 2^40");
+		o->scratch_max_bytes = (uint64_t)v;
+		return 0;
+	}
+	if (!strcmp(name, "scratch_max_files")) {
+		if (!parse_i64(val, 0, SCRATCH_MAX_FILES_LIMIT, &v))
+			return bad_value(o, arg, "expected a number between 0 and 1000000");
+		o->scratch_max_files = (uint32_t)v;
+		return 0;
+	}
 	if (!strcmp(name, "fault")) {
 		free(o->fault_spec);
 		o->fault_spec = strdup(val);
@@ -222,6 +240,10 @@ void tfs_opts_usage(const char *prog)
 	       "    -o max_read=N          bytes one READ request may ask for (default 32768;\n"
 	       "                           larger reads large values faster, and costs every\n"
 	       "                           read of a small value into a fresh buffer more)\n"
+	       "    -o scratch_max_bytes=N bytes all scratch files (dot names in a partition:\n"
+	       "                           rsync's and editors' temporaries, kept in memory,\n"
+	       "                           never logged) may hold together (default 64 MiB)\n"
+	       "    -o scratch_max_files=N scratch files alive at once (default 1024)\n"
 	       "    -o fault=SPEC          fail or crash the n-th disk operation (tests)\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);

@@ -4,7 +4,8 @@
  * builds: mount-wide topic defaults by their Kafka names (segment.bytes=...,
  * cleanup.policy=...), cleaner settings by their broker names
  * (log.cleaner.threads=...), partitions=N, io=auto|uring|sync, max_open_files=N,
- * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache. max_read=N is noted and
+ * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache, scratch_max_bytes=N,
+ * scratch_max_files=N. max_read=N is noted and
  * also left for libfuse (it is a kernel mount option; without one, topicfs adds
  * its default). Everything else (allow_other, default_permissions, auto_unmount,
  * max_threads, -f, -d, ...) is left in the argument list for libfuse.
@@ -16,6 +17,7 @@
 #define TFS_FS_OPTS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "engine/engine.h"
 
@@ -29,6 +31,8 @@ struct tfs_opts {
 	bool read_only;
 	bool reader_cache;                   /* readers through the page cache */
 	unsigned max_read;                   /* bytes one READ request may ask for */
+	uint64_t scratch_max_bytes;          /* bound of all scratch files' bytes */
+	uint32_t scratch_max_files;          /* bound of the scratch files alive */
 	bool debug;
 	int bad;                             /* a parse error was printed */
 	bool last_was_policy;                /* parser state: "cleanup.policy=a,b" */

@@ -1,4 +1,4 @@
-/* xattr.c - the user.topicfs.* attributes (see xattr.h and DESIGN's table).
+/* xattr.c - the user.topicfs.* attributes (see xattr.h and docs/semantics.md §6).
  *
  *   on          name                          access
  *   key         offset timestamp partition    read  (of the newest record)
@@ -11,8 +11,11 @@
  *   partition   dirty_ratio first_dirty_offset first_uncleanable_offset
  *               last_clean uncleanable_reason read (the cleaner's state)
  *   partition   clean                         write (a pass now; returns when done)
+ *   partition   damage                        read (unreadable regions found at open)
  *   hist entry  key timestamp tombstone producer_id sequence   read
  *   hist entry  region delete_horizon         read (the cleaner's view of it)
+ *   hist entry  superseded_by fate            read (the next pass's, history_fate.c)
+ *   partition   next_pass                     read (a dry run of the next pass)
  *
  * Values are text (decimal numbers, no newline) except `key` and header values,
  * which are the raw bytes. A name that does not apply to a node, or whose value
@@ -32,6 +35,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +43,7 @@
 #include <sys/xattr.h>
 
 #include "engine/cleaner.h"
+#include "fs/history_fate.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -332,8 +337,37 @@ static int get_uncleanable_reason(struct xctx *c, struct xbuf *x)
 
 	if (rc < 0)
 		return rc;
-	/* DESIGN: "empty, or why": an empty value, not an absent one. */
+	/* docs/semantics.md §6: "empty, or why": an empty value, not an absent one. */
 	return xb_put(x, c->ci.uncleanable_reason, strlen(c->ci.uncleanable_reason));
+}
+
+/* One line per unreadable region of a sealed segment (partition_log.h):
+ * "FILE:POSITION: bytes A..B unreadable (WHY); offsets C..D unknown". Empty when
+ * the partition reads whole; present on read-only mounts too. */
+static int get_damage(struct xctx *c, struct xbuf *x)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	struct tfs_plog_damage *d = NULL;
+	size_t n;
+	int rc = 0;
+
+	if (!pl)
+		return -ENOENT;
+	n = tfs_plog_damage(pl, NULL, 0);
+	if (n && !(d = calloc(n, sizeof(*d))))
+		return -ENOMEM;
+	n = tfs_plog_damage(pl, d, n);     /* a region only goes, never comes */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char line[PATH_MAX + 256];
+		int len = snprintf(line, sizeof(line), "%s%s/%020" PRId64 ".log:%" PRId64 ": bytes %"
+		                   PRId64 "..%" PRId64 " unreadable (%s); offsets %" PRId64 "..%"
+		                   PRId64 " unknown", i ? "\n" : "", tfs_plog_path(pl),
+		                   d[i].segment_base, d[i].pos, d[i].pos, d[i].end - 1, d[i].why,
+		                   d[i].first, d[i].next - 1);
+		rc = xb_put(x, line, len < (int)sizeof(line) ? (size_t)len : sizeof(line) - 1);
+	}
+	free(d);
+	return rc < 0 ? rc : xb_put(x, "", 0);
 }
 
 static int get_region(struct xctx *c, struct xbuf *x)
@@ -364,6 +398,36 @@ static int get_delete_horizon(struct xctx *c, struct xbuf *x)
 		return -ENODATA;
 	rc = tfs_cleaner_delete_horizon(&c->rec.batch, &ms);
 	return rc < 0 ? rc : xb_i64(x, ms);
+}
+
+/* The cleaner's forecast (history_fate.c): each a dry run or a walk of the log. */
+static int put_owned(struct xbuf *x, int rc, char *text)
+{
+	if (rc == 0)
+		rc = xb_put(x, text, strlen(text));
+	free(text);
+	return rc;
+}
+
+static int get_fate(struct xctx *c, struct xbuf *x)
+{
+	char *text = NULL;
+	int rc = tfs_history_fate(c->m, c->n, &text);
+	return put_owned(x, rc, text);
+}
+
+static int get_next_pass(struct xctx *c, struct xbuf *x)
+{
+	char *text = NULL;
+	int rc = tfs_history_next_pass(c->m, c->n, &text);
+	return put_owned(x, rc, text);
+}
+
+static int get_superseded_by(struct xctx *c, struct xbuf *x)
+{
+	tfs_offset_t o;
+	int rc = tfs_history_superseded_by(c->m, c->n, &o);
+	return rc < 0 ? rc : xb_i64(x, o);
 }
 
 /* ---- setters -------------------------------------------------------------- */
@@ -420,10 +484,14 @@ static const struct xattr_row rows[] = {
 	{ "first_uncleanable_offset", K(TFS_NODE_PARTITION), get_first_uncleanable, NULL, true },
 	{ "last_clean", K(TFS_NODE_PARTITION), get_last_clean, NULL, true },
 	{ "uncleanable_reason", K(TFS_NODE_PARTITION), get_uncleanable_reason, NULL, true },
+	{ "damage", K(TFS_NODE_PARTITION), get_damage, NULL, true },
 	{ "roll", K(TFS_NODE_PARTITION), NULL, set_roll, false },
 	{ "clean", K(TFS_NODE_PARTITION), NULL, set_clean, false },
 	{ "region", K(TFS_NODE_HIST_ENTRY), get_region, NULL, true },
 	{ "delete_horizon", K(TFS_NODE_HIST_ENTRY), get_delete_horizon, NULL, true },
+	{ "superseded_by", K(TFS_NODE_HIST_ENTRY), get_superseded_by, NULL, false },
+	{ "fate", K(TFS_NODE_HIST_ENTRY), get_fate, NULL, false },
+	{ "next_pass", K(TFS_NODE_PARTITION), get_next_pass, NULL, false },
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

@@ -1,4 +1,4 @@
-/* xattr.h - the user.topicfs.* attributes of every node kind (DESIGN's table).
+/* xattr.h - the user.topicfs.* attributes of every node kind (docs/semantics.md §6).
  *
  * Owns: the attribute table (xattr.c): one row per name with the node kinds it
  * applies to and its get/set functions, plus "families" whose names are dynamic

@@ -1,6 +1,8 @@
 /* log.c - see log.h. The sink is set once at start, before threads exist. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
@@ -13,6 +15,7 @@
 static enum tfs_log_level log_level = TFS_LOG_INFO;
 static int log_fd = 2;
 static int log_syslog;
+static int log_journal;              /* fd 2 is the journal: "<prio>" prefixes */
 
 void tfs_log_set_level(enum tfs_log_level level)
 {
@@ -23,6 +26,17 @@ void tfs_log_set_fd(int fd, int use_syslog)
 {
 	log_fd = fd;
 	log_syslog = use_syslog;
+}
+
+void tfs_log_detect_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
+		return;
+	log_journal = (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
 void tfs_log(enum tfs_log_level level, const char *module, const char *fmt, ...)
@@ -43,7 +57,9 @@ void tfs_log(enum tfs_log_level level, const char *module, const char *fmt, ...)
 		syslog(prio[level], "%s", line);
 		return;
 	}
-	{
+	if (log_journal && log_fd == STDERR_FILENO) {
+		n = snprintf(line, sizeof(line), "<%d>%s %s: ", prio[level], names[level], module);
+	} else {
 		struct timespec ts;
 		struct tm tm;
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -14,6 +14,10 @@ enum tfs_log_level { TFS_LOG_ERROR = 0, TFS_LOG_WARN = 1, TFS_LOG_INFO = 2, TFS_
 void tfs_log_set_level(enum tfs_log_level level);
 /* Sends lines to fd (default 2). With syslog != 0 they go to syslog(3) instead. */
 void tfs_log_set_fd(int fd, int syslog);
+/* If fd 2 is systemd's journal stream ($JOURNAL_STREAM names its device and inode),
+ * lines written there carry their priority as sd-daemon(3)'s "<N>" prefix and no
+ * timestamp (the journal stamps them). Call once at start, before threads. */
+void tfs_log_detect_journal(void);
 
 void tfs_log(enum tfs_log_level level, const char *module, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

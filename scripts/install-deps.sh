@@ -3,13 +3,15 @@
 # Usage: scripts/install-deps.sh [--tests]   (as root; a no-op when all are present)
 set -eu
 pkgs="build-essential cmake pkg-config libfuse3-dev fuse3 liburing-dev libzstd-dev
-      libxxhash-dev libjson-c-dev attr"
+      libxxhash-dev libjson-c-dev libsystemd-dev libisal-dev liblz4-dev libsnappy-dev
+      attr"
 if [ "${1:-}" = "--tests" ]; then
-	pkgs="$pkgs libcmocka-dev python3 python3-kafka python3-zstandard fio stress-ng
-	      dbench vim-tiny sudo procps util-linux coreutils findutils clang libclang-rt-14-dev"
+	pkgs="$pkgs libcmocka-dev python3 python3-kafka python3-zstandard python3-snappy
+	      python3-lz4 fio stress-ng dbench vim-tiny sudo procps util-linux coreutils
+	      findutils rsync debhelper lintian man-db clang libclang-rt-14-dev"
 fi
 if [ "${1:-}" = "--bench" ]; then
-	pkgs="$pkgs librocksdb-dev time"
+	pkgs="$pkgs librocksdb-dev time zlib1g-dev"
 fi
 missing=""
 for p in $pkgs; do

@@ -10,12 +10,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <limits.h>
+
 #include "engine/batch_codec.h"
+#include "engine/cleaner.h"
 #include "engine/log_inspect.h"
+#include "engine/partition_log.h"
+#include "engine/topic_config.h"
+#include "io/file_util.h"
 #include "io/io.h"
 
+#define FATE_FDCACHE_FILES 64        /* the read-only partition's open segments */
+
 const char dump_help[] =
-	"usage: topicctl dump [--records] [--json] [--max-bytes N] PARTITION_DIR|FILE...\n"
+	"usage: topicctl dump [--records] [--fate] [--json] [--max-bytes N] PARTITION_DIR|FILE...\n"
 	"\n"
 	"Prints the batches of segment files, read-only, like kafka-dump-log: for each\n"
 	"batch its base and last offset, record count, position and size, producer id,\n"
@@ -31,6 +40,13 @@ const char dump_help[] =
 	"  -r, --records       also print each record: offset, timestamp, key, value (or\n"
 	"                      \"tombstone\"), headers; printable UTF-8 as is, other bytes\n"
 	"                      as 0x-prefixed hex; a null key prints as null\n"
+	"  -f, --fate          with --records (implied) on a PARTITION_DIR: what the next\n"
+	"                      cleaning pass would do with each record, from a dry run of\n"
+	"                      that pass on the partition opened read-only (its topic's\n"
+	"                      config, the cleaner checkpoint of the data directory, the\n"
+	"                      default log.cleaner.* sizes): keep, drop, keep-tombstone\n"
+	"                      until MS, drop-tombstone, keep-keyless, keep-producer-state,\n"
+	"                      not-cleanable REASON; as the mount's `fate` attribute\n"
 	"  -m, --max-bytes N   print at most N bytes of a key, value or header (text output)\n"
 	"  -j, --json          print JSON\n"
 	"  -h, --help          show this help\n"
@@ -38,8 +54,18 @@ const char dump_help[] =
 	"Exit status: 0 every batch is valid; 1 a batch is invalid or truncated, or a\n"
 	"file cannot be read; 2 usage error.\n";
 
+/* The fates of one partition's records, by offset (from its dry run). */
+struct fate_table {
+	struct tfs_cleaner_record_fate *v;
+	size_t n, cap;
+	bool on;                       /* the table is for the partition being dumped */
+	bool failed;                   /* allocation failed: fates are unknown */
+	struct tfs_cleaner_dry_run dry;
+};
+
 struct dump {
-	bool records, json;
+	bool records, json, fate;
+	struct fate_table fates;
 	int64_t max_bytes;
 	tfs_offset_t expect;           /* the next offset a record could hold */
 	bool expect_known;
@@ -191,8 +217,108 @@ static const char *codec_name(int codec)
 	return codec >= 0 && codec <= TFS_CODEC_ZSTD ? names[codec] : "unknown";
 }
 
+static void fate_collect(void *arg, const struct tfs_cleaner_record_fate *f)
+{
+	struct fate_table *t = arg;
+
+	if (t->failed)
+		return;
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 256;
+		struct tfs_cleaner_record_fate *nv = realloc(t->v, nc * sizeof(*nv));
+		if (!nv) {
+			t->failed = true;
+			return;
+		}
+		t->v = nv;
+		t->cap = nc;
+	}
+	t->v[t->n++] = *f;   /* the pass reports offsets in ascending order */
+}
+
+/* Runs the dry run of dir's next pass (dir: DATA_DIR/TOPIC-P) into d->fates. */
+static int load_fates(struct dump *d, struct tfs_io *io, const char *dir)
+{
+	char real[PATH_MAX], topic[TOPIC_CAP], cfgpath[PATH_MAX * 2];
+	struct tfs_topic_config cfg;
+	struct tfs_topic_meta meta = { 0 };
+	struct tfs_cleaner_config ccfg;
+	struct tfs_fdcache *fdc = NULL;
+	struct tfs_plog *pl = NULL;
+	tfs_offset_t checkpoint = TFS_OFFSET_NONE;
+	char *slash;
+	int32_t partition;
+	int dirfd = -1, rc;
+
+	d->fates.n = 0;
+	d->fates.on = d->fates.failed = false;
+	if (!realpath(dir, real))
+		return -errno;
+	slash = strrchr(real, '/');
+	if (!slash || tfs_inspect_parse_partition_dir(slash + 1, topic, sizeof(topic), &partition) < 0) {
+		complain("%s: --fate needs a partition directory (DATA_DIR/TOPIC-N)", dir);
+		return -EINVAL;
+	}
+	*slash = '\0';                 /* real is now the data directory */
+	tfs_topic_config_defaults(&cfg);
+	tfs_cleaner_config_defaults(&ccfg);
+	snprintf(cfgpath, sizeof(cfgpath), "%s/%s/%s", real[0] ? real : "/", TFS_INSPECT_CONFIG_DIR,
+	         topic);
+	rc = tfs_topic_config_load(cfgpath, &cfg, &meta);
+	if (rc < 0 && rc != -ENOENT)
+		complain("%s: does not load (%s); fates use the default topic config", cfgpath,
+		         tfs_strerror(rc));
+	dirfd = open(real[0] ? real : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	rc = tfs_cleaner_checkpoint_read(io, dirfd, topic, partition, &checkpoint);
+	if (rc < 0) {
+		complain("%s/cleaner-offset-checkpoint: %s; fates assume no pass ran yet", real,
+		         tfs_strerror(rc));
+		checkpoint = TFS_OFFSET_NONE;
+	}
+	close(dirfd);
+	fdc = tfs_fdcache_create(io, FATE_FDCACHE_FILES);
+	if (!fdc)
+		return -ENOMEM;
+	{
+		struct tfs_plog_env env = { io, fdc, &cfg, true };
+		*slash = '/';
+		rc = tfs_plog_open(&env, real, false, &pl);
+	}
+	if (rc == 0)
+		rc = tfs_cleaner_dry_run_log(pl, &cfg, &ccfg, checkpoint, tfs_now_ms(), fate_collect,
+		                             &d->fates, &d->fates.dry);
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	if (rc == 0 && !d->fates.failed)
+		d->fates.on = true;
+	return rc;
+}
+
+/* The fate of the record at offset, as the `fate` attribute words it. */
+static const char *fate_text(const struct dump *d, tfs_offset_t offset, char *buf, size_t cap)
+{
+	const struct fate_table *t = &d->fates;
+	size_t lo = 0, hi = t->n;
+
+	if (!t->on)
+		return "unknown";
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->v[mid].offset < offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	tfs_cleaner_fate_text(&t->dry, lo < t->n && t->v[lo].offset == offset ? &t->v[lo] : NULL,
+	                      offset, buf, cap);
+	return buf[0] ? buf : "unknown";
+}
+
 static void dump_record(struct dump *d, const struct tfs_batch_header *h, const struct tfs_record *r)
 {
+	char fate[TFS_CLEANER_FATE_TEXT_CAP];
 	struct tfs_slice cur = r->headers_raw;
 	struct tfs_header hd;
 	bool control = h->attributes & TFS_ATTR_CONTROL;
@@ -211,6 +337,9 @@ static void dump_record(struct dump *d, const struct tfs_batch_header *h, const 
 		json_bytes(o, "key", r->key, r->key_null);
 		json_bytes(o, "value", r->value, r->value_null);
 		json_object_object_add(o, "tombstone", json_object_new_boolean(r->value_null));
+		if (d->fate)
+			json_object_object_add(o, "fate", json_object_new_string(
+			                       fate_text(d, r->offset, fate, sizeof(fate))));
 		while (tfs_header_next(&cur, &hd) == 1) {
 			struct json_object *x = json_object_new_object();
 			json_bytes(x, "name", hd.key, false);
@@ -222,6 +351,8 @@ static void dump_record(struct dump *d, const struct tfs_batch_header *h, const 
 		return;
 	}
 	printf("| offset: %" PRId64 " timestamp: %" PRId64, r->offset, r->timestamp);
+	if (d->fate)
+		printf(" fate: %s", fate_text(d, r->offset, fate, sizeof(fate)));
 	if (control) {
 		printf(" control: %s\n", ctype == 0 ? "ABORT" : ctype == 1 ? "COMMIT" : "unknown");
 		return;
@@ -477,6 +608,10 @@ static int dump_path(struct dump *d, struct tfs_io *io, const char *arg)
 		}
 		d->total = 0;
 		d->done = 0;
+		if (d->fate && (rc = load_fates(d, io, arg)) < 0) {
+			complain("%s: no fates: %s", arg, tfs_strerror(rc));
+			d->bad = true;
+		}
 		for (size_t i = 0; i < l.count; i++)
 			if (l.files[i].kind == TFS_FILE_LOG && l.files[i].size_bytes > 0)
 				d->total += l.files[i].size_bytes;
@@ -487,7 +622,12 @@ static int dump_path(struct dump *d, struct tfs_io *io, const char *arg)
 			dump_log(d, io, path, l.files[i].base);
 		}
 		tfs_dir_listing_release(&l);
+		d->fates.on = false;
 		return 0;
+	}
+	if (d->fate) {
+		complain("%s: --fate needs a partition directory (DATA_DIR/TOPIC-N)", arg);
+		d->bad = true;
 	}
 	name = name ? name + 1 : arg;
 	kind = tfs_inspect_file_kind(name, &base);
@@ -505,6 +645,7 @@ int cmd_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "records", no_argument, NULL, 'r' },
+		{ "fate", no_argument, NULL, 'f' },
 		{ "max-bytes", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -514,9 +655,10 @@ int cmd_dump(int argc, char **argv)
 	struct tfs_io *io = NULL;
 	int c, rc;
 
-	while ((c = next_opt(argc, argv, "rm:jh", opts)) != -1) {
+	while ((c = next_opt(argc, argv, "rfm:jh", opts)) != -1) {
 		switch (c) {
 		case 'r': d.records = true; break;
+		case 'f': d.fate = d.records = true; break;
 		case 'j': d.json = true; break;
 		case 'm':
 			if (!parse_i64(optarg, 1, INT64_MAX, &d.max_bytes))
@@ -547,6 +689,7 @@ int cmd_dump(int argc, char **argv)
 	if (d.json)
 		printf("\n]}\n");
 	tfs_record_iter_release(&d.it);
+	free(d.fates.v);
 	tfs_io_destroy(io);
 	return d.bad ? EXIT_PROBLEM : EXIT_OK;
 }

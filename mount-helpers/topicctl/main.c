@@ -7,7 +7,7 @@
  * Two kinds of command, and they never mix:
  *
  *   through a MOUNT (the daemon does the work; topicctl only uses the namespace
- *   and the user.topicfs.* attributes that DESIGN.md §1 documents, exactly as
+ *   and the user.topicfs.* attributes that docs/semantics.md §6 documents, exactly as
  *   mkdir, rmdir, rm, getfattr and setfattr would):
  *       create, describe, config, delete, status, clean, roll
  *   on FILES, read-only, through engine/log_inspect.h (no daemon needed; safe on
@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "io/log.h"
+#include "tfs_version.h"
 
 #define PROGRESS_INTERVAL_MS 100
 #define PROGRESS_WIDTH 30
@@ -214,6 +215,7 @@ static const struct command commands[] = {
 	{ "dump", cmd_dump, "print the batches and records of segment files", dump_help },
 	{ "verify", cmd_verify, "check a data directory's files", verify_help },
 	{ "estimate", cmd_estimate, "estimate what compaction would save", estimate_help },
+	{ "repair", cmd_repair, "truncate a damaged log at its first unreadable batch", repair_help },
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -225,7 +227,8 @@ static void general_help(FILE *f)
 	        "estimate read segment files directly, read-only.\n\nCommands:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'topicctl COMMAND --help' describes a command.\n\n"
+	fprintf(f, "\n'topicctl COMMAND --help' describes a command; 'topicctl --version'\n"
+	        "prints the version.\n\n"
 	        "Exit status: 0 success; 1 problems found or the operation failed; 2 usage error.\n");
 }
 
@@ -240,6 +243,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		general_help(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("topicctl %s\n", TFS_VERSION);
 		return EXIT_OK;
 	}
 	/* Engine modules log what they refuse (a config file's bad line...); every

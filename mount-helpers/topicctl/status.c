@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #define DEFAULT_TERM_WIDTH 100       /* when stdout is not a terminal */
 #define METRICS_INDENT 10            /* "cleaner: " and a margin */
 #define WATCH_DEFAULT_SECONDS 2.0
+#define NEXT_PASS_CAP 512            /* a next_pass value is one short line */
 
 static volatile sig_atomic_t interrupted;
 
@@ -41,8 +43,12 @@ const char status_help[] =
 	"                   records younger than min.compaction.lag.ms; never cleaned yet\n"
 	"  ?  unknown       the mount does not report the cleaner's attributes\n"
 	"\n"
-	"then the dirty ratio, the last pass (last_clean) and, if the cleaner gave up on\n"
-	"the partition, its uncleanable_reason; then the cleaner's metrics from\n"
+	"then the dirty ratio, what the next pass would free (its dry run, next_pass:\n"
+	"\"would free 41 MB\"), the last pass (last_clean) and, if the cleaner gave up on\n"
+	"the partition, its uncleanable_reason; a partition whose log is damaged (an\n"
+	"unreadable region of a sealed segment found when it was mounted) gets a\n"
+	"DAMAGED line per region: segment file, byte position, the bytes and offsets\n"
+	"that cannot be read (see topicctl repair); then the cleaner's metrics from\n"
 	"MOUNT/.topicfs/metrics. The uncleanable bytes are those of the segments at or\n"
 	"past first_uncleanable_offset when the data directory is readable; the clean and\n"
 	"dirty bytes split the rest by dirty_ratio. Without a MOUNT: every topicfs mount.\n"
@@ -51,14 +57,37 @@ const char status_help[] =
 	"  -j, --json              print JSON (one document per redraw)\n"
 	"  -h, --help              show this help\n"
 	"\n"
-	EXIT_STATUS_HELP;
+	"Exit status: 0 every partition is cleanable and undamaged; 1 some partition is\n"
+	"uncleanable or damaged (with --watch: at the last redraw), or a mount cannot be\n"
+	"read; 2 usage error.\n";
 
 struct prow {
 	char topic[TOPIC_CAP];
 	struct pinfo pi;
 	bool regions;                  /* the split below is known */
+	char damage[XATTR_VALUE_CAP];  /* user.topicfs.damage: a line per region, "" none */
 	double clean_bytes, dirty_bytes, uncleanable_bytes;
+	bool have_free;                /* the mount answered next_pass */
+	int64_t would_free;            /* its bytes_freed: what the next pass frees */
 };
+
+/* The bytes the next pass of partition p would free, from the mount's dry run
+ * (`user.topicfs.next_pass`, field bytes_freed). */
+static void prow_next_pass(struct prow *r, const char *topic_dir)
+{
+	char path[PATH_MAX + TOPIC_CAP + 16], val[NEXT_PASS_CAP];
+	const char *f;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%" PRId32, topic_dir, r->pi.partition);
+	n = getxattr(path, "user.topicfs.next_pass", val, sizeof(val) - 1);
+	if (n < 0)
+		return;
+	val[n] = '\0';
+	f = strstr(val, " bytes_freed=");
+	if (f && sscanf(f, " bytes_freed=%" SCNd64, &r->would_free) == 1)
+		r->have_free = true;
+}
 
 /* Bytes of the segments whose base is at or past from, or -1 if the partition's
  * files cannot be listed. */
@@ -140,7 +169,10 @@ static void collect_topic(const struct mpath *m, const char *topic, int32_t only
 		memset(r, 0, sizeof(*r));
 		snprintf(r->topic, sizeof(r->topic), "%s", topic);
 		pinfo_read(&r->pi, tdir, parts[i]);
+		if (xget(r->pi.path, "damage", r->damage, sizeof(r->damage)) < 0)
+			r->damage[0] = '\0';
 		prow_regions(r, m->data_dir);
+		prow_next_pass(r, tdir);
 	}
 	free(parts);
 }
@@ -209,13 +241,22 @@ static struct json_object *read_cleaner_metrics(const char *root)
 	return o;
 }
 
-static void status_one_mount(const struct mpath *m, bool json, struct json_object *jmounts)
+/* Whether the partition needs the operator: uncleanable or damaged. */
+static bool prow_bad(const struct prow *r)
+{
+	return ((r->pi.have & P_REASON) && r->pi.reason[0]) || r->damage[0];
+}
+
+/* Prints (or adds to jmounts) the status of one mount; returns how many of its
+ * partitions are uncleanable or damaged. */
+static size_t status_one_mount(const struct mpath *m, bool json, struct json_object *jmounts)
 {
 	struct prow *rows = NULL;
 	size_t n = 0, cap = 0;
 	double max_size = 0;
 	struct json_object *metrics;
 	int width = term_width(), barw;
+	size_t bad = 0;
 
 	if (m->topic[0]) {
 		collect_topic(m, m->topic, m->partition, &rows, &n, &cap);
@@ -229,9 +270,11 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 		}
 	}
 	metrics = read_cleaner_metrics(m->root);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if ((rows[i].pi.have & P_SIZE) && (double)rows[i].pi.size > max_size)
 			max_size = (double)rows[i].pi.size;
+		bad += prow_bad(&rows[i]);
+	}
 	barw = width - STATUS_FIXED_COLUMNS;
 	barw = barw > STATUS_BAR_MAX ? STATUS_BAR_MAX : barw < STATUS_BAR_MIN ? STATUS_BAR_MIN : barw;
 	if (json) {
@@ -252,6 +295,7 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 			             r->pi.first_uncleanable);
 			json_object_object_add(o, "dirty_ratio", (r->pi.have & P_DIRTY)
 			                       ? json_object_new_double(r->pi.dirty_ratio) : NULL);
+			json_add_i64(o, "would_free_bytes", r->have_free, r->would_free);
 			json_object_object_add(o, "clean_bytes", r->regions ? json_object_new_int64(llround(r->clean_bytes)) : NULL);
 			json_object_object_add(o, "dirty_bytes", r->regions ? json_object_new_int64(llround(r->dirty_bytes)) : NULL);
 			json_object_object_add(o, "uncleanable_bytes", r->regions
@@ -260,6 +304,7 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 			                                                         ? r->pi.last_clean : NULL));
 			json_object_object_add(o, "uncleanable_reason", json_str_or_null(
 			                       (r->pi.have & P_REASON) ? r->pi.reason : NULL));
+			json_object_object_add(o, "damage", json_str_or_null(r->damage[0] ? r->damage : NULL));
 			json_object_array_add(arr, o);
 		}
 		json_object_object_add(jm, "partitions", arr);
@@ -268,14 +313,14 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 			json_object_put(metrics);
 		json_object_array_add(jmounts, jm);
 		free(rows);
-		return;
+		return bad;
 	}
 	printf("topicfs %s  (data %s)\n", m->root, m->data_dir[0] ? m->data_dir : "unknown");
 	if (n == 0)
 		printf("  no partitions\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct prow *r = &rows[i];
-		char name[TOPIC_CAP + 16], size[32], bar[STATUS_BAR_MAX + 1], ratio[16];
+		char name[TOPIC_CAP + 16], size[32], bar[STATUS_BAR_MAX + 1], ratio[16], freed[48];
 		int len = 0;
 
 		snprintf(name, sizeof(name), "%s/%" PRId32, r->topic, r->pi.partition);
@@ -294,11 +339,23 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 			snprintf(ratio, sizeof(ratio), "%.2f", r->pi.dirty_ratio);
 		else
 			snprintf(ratio, sizeof(ratio), "-");
-		printf("%-24s %10s [%-*s] dirty %-5s last %s%s%s\n", name,
+		freed[0] = '\0';
+		if (r->have_free) {
+			char b[32];
+			snprintf(freed, sizeof(freed), " would free %s",
+			         fmt_bytes(b, sizeof(b), (double)r->would_free));
+		}
+		printf("%-24s %10s [%-*s] dirty %-5s%s last %s%s%s\n", name,
 		       (r->pi.have & P_SIZE) ? fmt_bytes(size, sizeof(size), (double)r->pi.size) : "-",
-		       barw, bar, ratio, (r->pi.have & P_LAST_CLEAN) ? r->pi.last_clean : "-",
+		       barw, bar, ratio, freed, (r->pi.have & P_LAST_CLEAN) ? r->pi.last_clean : "-",
 		       (r->pi.have & P_REASON) ? "  UNCLEANABLE: " : "",
 		       (r->pi.have & P_REASON) ? r->pi.reason : "");
+		for (const char *l = r->damage; *l;) {
+			const char *e = strchr(l, '\n');
+			int ll = e ? (int)(e - l) : (int)strlen(l);
+			printf("  DAMAGED: %.*s\n", ll, l);
+			l += ll + (e != NULL);
+		}
 	}
 	printf("  = clean  # dirty  . uncleanable (active segment, min.compaction.lag.ms)  ? unknown\n");
 	if (json_object_object_length(metrics)) {
@@ -320,6 +377,7 @@ static void status_one_mount(const struct mpath *m, bool json, struct json_objec
 	}
 	json_object_put(metrics);
 	free(rows);
+	return bad;
 }
 
 struct mount_list {
@@ -373,6 +431,7 @@ int cmd_status(int argc, char **argv)
 	struct mount_list ml = { 0 };
 	double every = 0;
 	bool json = false, tty = isatty(STDOUT_FILENO);
+	size_t bad = 0;
 	int c;
 
 	while ((c = next_opt(argc, argv, "w::jh", opts)) != -1) {
@@ -420,6 +479,7 @@ int cmd_status(int argc, char **argv)
 	}
 	do {
 		struct json_object *jm = json ? json_object_new_array() : NULL;
+		bad = 0;
 		if (every > 0 && tty && !json)
 			fputs("\033[H\033[2J", stdout);
 		if (every > 0 && !json) {
@@ -433,7 +493,7 @@ int cmd_status(int argc, char **argv)
 		for (size_t i = 0; i < ml.n; i++) {
 			if (i > 0 && !json)
 				printf("\n");
-			status_one_mount(&ml.v[i], json, jm);
+			bad += status_one_mount(&ml.v[i], json, jm);
 		}
 		if (json) {
 			struct json_object *o = json_object_new_object();
@@ -446,7 +506,7 @@ int cmd_status(int argc, char **argv)
 			sleep_interruptible(every);
 	} while (every > 0 && !interrupted);
 	free(ml.v);
-	return EXIT_OK;
+	return bad ? EXIT_PROBLEM : EXIT_OK;
 }
 
 /* ==================================================================================

@@ -1,5 +1,5 @@
 /* test_cleaner.c - one cleaning pass and its rules: Kafka's LogCleanerTest
- * behaviours that apply to topicfs (reference §4.1), on the backend named by
+ * behaviours that apply to topicfs (docs/engine.md §9), on the backend named by
  * $TFS_IO. Passes run through tfs_cleaner_clean_now with no threads, on a fake
  * clock, so every test is deterministic. */
 #include <setjmp.h>

@@ -4,7 +4,7 @@
  * key -> newest value is the same before a pass, after it and after a reopen,
  * while writer threads append (and roll segments) during the passes.
  *
- * Crash sweep (SQLite's way, reference §2.9's testRecoveryAfterCrash taken to every
+ * Crash sweep (SQLite's way, docs/cleaner.md §7: Kafka's testRecoveryAfterCrash taken to every
  * step): a child process runs one pass with the io fault spec "all:N:crash" for
  * N = 1, 2, ... until the pass completes. After each crash the partition is
  * reopened and checked: every batch is valid, every offset appears at most once,

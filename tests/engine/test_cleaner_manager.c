@@ -1,7 +1,7 @@
 /* test_cleaner_manager.c - the cleaner manager: choosing the dirtiest log, the
  * thread pool, the checkpoint file, the cleaner log, metrics, the throttler and
  * the engine's use of it (Kafka's LogCleanerManagerTest and the integration tests
- * of reference §4.2-§4.3 that apply). */
+ * of docs/engine.md §9 that apply). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -467,8 +467,11 @@ static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
 	set_attributes(c, len, TFS_ATTR_LOG_APPEND_TIME);
 	assert_refused(f, c, len, -EINVAL);
 	memcpy(c, b, len);
-	set_attributes(c, len, TFS_CODEC_GZIP);
-	assert_refused(f, c, len, TFS_EUNSUPPORTED);
+	set_attributes(c, len, TFS_CODEC_GZIP);        /* plain records under gzip's bits */
+	assert_refused(f, c, len, -EBADMSG);
+	memcpy(c, b, len);
+	set_attributes(c, len, TFS_CODEC_ZSTD + 1);    /* no such codec */
+	assert_refused(f, c, len, -EBADMSG);
 	/* a record count of 2^31 - 1 in a batch of five: no memory is sized by it */
 	memcpy(c, b, len);
 	memcpy(c + 23, "\x7f\xff\xff\xfe", 4);        /* last offset delta */

@@ -209,6 +209,44 @@ static void test_rename(void **state)
 	tfs_inode_put(fx->t, nb);
 }
 
+/* Scratch nodes are named by their file name: distinct from the key of the same
+ * bytes, renamed like keys, and never seen by the key-only batch lookup. */
+static void test_scratch_names(void **state)
+{
+	struct fixture *fx = *state;
+	struct tfs_node_ident k = key_id(TA, "a", 0, ".x"), s = k, s2 = k, t = k;
+	struct tfs_node *nk, *ns, *ns2, *f;
+	struct tfs_slice keys[1] = { tfs_slice_make(".x", 2) };
+	uint64_t ids[1];
+
+	s.kind = s2.kind = t.kind = TFS_NODE_SCRATCH;
+	s2.key = tfs_slice_make(".y", 2);
+	t.key = tfs_slice_make(".z", 2);
+	nk = lookup(fx, &k);
+	ns = lookup(fx, &s);
+	ns2 = lookup(fx, &s2);
+	assert_ptr_not_equal(nk, ns);
+	assert_ptr_not_equal(ns, ns2);
+	assert_true(nk->ino != ns->ino && ns->ino != ns2->ino);
+	assert_int_equal(ns->key_len, 2);
+	assert_memory_equal(ns->key, ".x", 2);
+	atomic_store(&ns->attrs_cached, true);
+	atomic_store(&nk->attrs_cached, true);
+	assert_int_equal(tfs_inode_find_keys(fx->t, TA, "a", 0, keys, 1, ids), 1);
+	assert_int_equal(ids[0], nk->nodeid);       /* the key's node, not the scratch's */
+	assert_int_equal(tfs_inode_rename(fx->t, ns, &t), 0);
+	assert_null(tfs_inode_find(fx->t, &s));
+	f = tfs_inode_find(fx->t, &t);
+	assert_ptr_equal(f, ns);
+	tfs_inode_put(fx->t, f);
+	f = tfs_inode_find(fx->t, &k);
+	assert_ptr_equal(f, nk);                    /* the key is untouched */
+	tfs_inode_put(fx->t, f);
+	tfs_inode_put(fx->t, nk);
+	tfs_inode_put(fx->t, ns);
+	tfs_inode_put(fx->t, ns2);
+}
+
 /* The .put path: only nodes whose attributes the kernel may hold come back, each
  * once until they are handed out again. */
 static void test_find_keys(void **state)
@@ -298,6 +336,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refs_outlive_forget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unhash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scratch_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_find_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_topic_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_nodes, setup, teardown),

@@ -682,3 +682,23 @@ def main(a):
 main(sys.argv[1:])
 PYEOF
 chmod 644 "$T_SYS"
+
+# t_user_ensure USER: USER exists (created for this file, removed at the case's end if
+# it was not there), and setpriv is installed; skips the case otherwise.
+t_user_ensure() {
+	if ! id "$1" > /dev/null 2>&1; then
+		need useradd
+		useradd -M -r -s /usr/sbin/nologin -d /nonexistent "$1" || skip "cannot create user $1"
+		t_on_exit "userdel '$1'"
+	fi
+	need setpriv
+}
+# assert_errno_as USER EXPECTED OP ARGS...: assert_errno, with t_sys run as USER.
+assert_errno_as() {
+	local u=$1 want=$2 got
+	shift 2
+	got=$(t_as "$u" "$T_PY" "$T_SYS" "$@" 2>&1)
+	case "|$want|" in *"|$got|"*) return 0 ;; esac
+	echo "# FAIL: as $u: $*: expected $want, got $got"
+	exit 1
+}

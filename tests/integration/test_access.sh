@@ -45,24 +45,10 @@ c_read_only_mount() {
 	assert_eq 3 "$(t_leo t/0)" "log end after the read-only mount"
 }
 
-ensure_user() {
-	if ! id "$T_USER" > /dev/null 2>&1; then
-		need useradd
-		useradd -M -r -s /usr/sbin/nologin -d /nonexistent "$T_USER" || skip "cannot create user $T_USER"
-		t_on_exit "userdel '$T_USER'"
-	fi
-	need setpriv
-}
+ensure_user() { t_user_ensure "$T_USER"; }
 
 # $1 = expected result, rest = t_sys op... run as the test user.
-as_user_errno() {
-	local want=$1 got
-	shift
-	got=$(t_as "$T_USER" "$T_PY" "$T_SYS" "$@" 2>&1)
-	case "|$want|" in *"|$got|"*) return 0 ;; esac
-	echo "# FAIL: as $T_USER: $*: expected $want, got $got"
-	exit 1
-}
+as_user_errno() { assert_errno_as "$T_USER" "$@"; }
 
 c_permissions() {
 	ensure_user

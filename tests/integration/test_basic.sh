@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_basic.sh - topics, partitions and keys driven with everyday shell tools
-# (DESIGN §1 "The namespace", "Writing", "Reading"): every committed write is exactly
+# (docs/semantics.md §1, §4, §5): every committed write is exactly
 # one record, reads append nothing, values read back byte for byte.
 . "$(dirname "$0")/lib.sh"
 t_require_daemon

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_cleaner.sh - the log cleaner seen through the mount (DESIGN §1 xattr table and
+# test_cleaner.sh - the log cleaner seen through the mount (docs/semantics.md §6 and
 # "History views", §3 Cleaner): `clean` keeps the newest record of each key at its
 # own offset, tombstones live until their delete horizon and then go for good, empty
 # values and keyless records are never dropped, the key -> value digest survives a

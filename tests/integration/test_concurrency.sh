@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_concurrency.sh - many handles on one partition at once (DESIGN §1 "Reading"): for
+# test_concurrency.sh - many handles on one partition at once (docs/semantics.md §5): for
 # T_CONC_SECS (30) seconds 8 writers, 8 readers and 2 listers (os.listdir and ls) share
 # one partition. No reader may see a torn or uncommitted value (every value carries its
 # own checksum), no listing may repeat a key or miss one that was live throughout, every
@@ -37,7 +37,7 @@ own = [["w%d-k%d" % (w, j) for j in range(KPW)] for w in range(NW)]
 allkeys = set(stable) | {k for ks in own for k in ks} | {"shared"}
 # Keys never deleted: written once before the run, so that any empty or partial read of
 # them is wrong. (A key being created may read as empty or ENOENT until its first
-# commit; DESIGN leaves that window open, so deletable keys tolerate an empty read.)
+# commit; docs/semantics.md §4 leaves that window open, so deletable keys tolerate an empty read.)
 persistent = {"shared"} | {ks[0] for ks in own}
 last = {}                  # own key -> last committed value (None = deleted)
 for k in sorted(persistent):

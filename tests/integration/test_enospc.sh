@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_enospc.sh - a full disk (DESIGN §5: "a full disk gets a clear errno and log line,
+# test_enospc.sh - a full disk (docs/semantics.md §10: "a full disk gets a clear errno and log line,
 # and changes nothing"). The data dir lives on an 8 MiB tmpfs; keys are written until a
 # commit fails. The failure must be ENOSPC from close() or fsync(), the failed value must
 # not become visible (new key absent, old value kept, no record), reads keep working,

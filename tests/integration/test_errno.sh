@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_errno.sh - every errno DESIGN §1 documents, checked at the syscall (t_sys), and
+# test_errno.sh - every errno docs/semantics.md documents, checked at the syscall (t_sys), and
 # that each failure changes nothing: no record, no new name, no changed config.
 . "$(dirname "$0")/lib.sh"
 t_require_daemon
@@ -103,10 +103,13 @@ c_non_canonical_key_names() {
 	echo dot > "$p/%2Ex"          # the key ".x"
 	echo pct > "$p/%25"           # the key "%"
 	echo A > "$p/A"
-	for n in "%2ex" ".x" "%G1" "%41" "%2e" "a%" "%0a" "%7f" "%2f" "a%2" "%%"; do
+	for n in "%2ex" "%G1" "%41" "%2e" "a%" "%0a" "%7f" "%2f" "a%2" "%%"; do
 		assert_errno ENOENT stat "$p/$n"
 		assert_records t/0 0 assert_errno EINVAL put "$p/$n" v
 	done
+	# A raw leading dot never names a key: it is a scratch file (no record, unlisted).
+	assert_errno ENOENT stat "$p/.x"
+	assert_records t/0 0 assert_errno OK put "$p/.x" v
 	assert_errno ENOENT stat "$p/%"             # the empty key was never written
 	assert_eq "%25 %2Ex A" "$(ls "$p" | xargs)" "listing after the refused names"
 	assert_cat "$p/%2Ex" $'dot\n'
@@ -122,7 +125,7 @@ c_name_too_long() {
 	assert_records t/0 1 assert_errno OK put "$p/$n255" v
 	assert_cat "$p/$n255" v
 	assert_records t/0 0 assert_errno ENAMETOOLONG put "$p/$n256" v
-	# A key whose name would exceed 255 bytes: 100 bytes of 0x01 is "%01" x 100. DESIGN
+	# A key whose name would exceed 255 bytes: 100 bytes of 0x01 is "%01" x 100. docs/semantics.md §2
 	# does not say whether .put takes it: either it goes in and shows in .history, or
 	# the write is ENAMETOOLONG and appends nothing. (long_key_from_kafka_segment checks
 	# such a key in .history from a segment written by Kafka's own record format.)
@@ -145,7 +148,7 @@ c_name_too_long() {
 	*) fail ".put of a key with a 300-byte name: $out" ;;
 	esac
 	assert_eq "$n255" "$(ls "$p")" "listing (the long-named key is no file)"
-	# Looking up a name over 255 bytes: ENAMETOOLONG, as on ext4 or tmpfs (DESIGN is
+	# Looking up a name over 255 bytes: ENAMETOOLONG, as on ext4 or tmpfs (docs/semantics.md is
 	# silent on lookups; "do what a user of a normal Linux filesystem would expect").
 	assert_errno ENAMETOOLONG stat "$p/$n256"
 	assert_errno ENAMETOOLONG stat "$p/$long"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_faults.sh - injected I/O faults and crashes (-o fault=OPS:N:ACTION), DESIGN §5:
+# test_faults.sh - injected I/O faults and crashes (-o fault=OPS:N:ACTION), docs/semantics.md §10:
 # "Nothing acknowledged is lost; nothing durable is corrupted by a crash at any
 # instant", and a failing disk "gets a clear errno ... and changes nothing".
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_fio.sh - data integrity under fio and stress-ng (DESIGN §1 "Writing"/"Reading").
+# test_fio.sh - data integrity under fio and stress-ng (docs/semantics.md §4, §5).
 #
 # fio: its files become keys; random 4 KiB pwrites patch the handle's copy of the value
 # and each close commits the whole value as one record, then fio reads it back and

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_history.sh - .history views and remount (DESIGN §1 "History views", §5): one
+# test_history.sh - .history views and remount (docs/semantics.md §7, §10): one
 # read-only file per record named by its 20-digit offset, tombstones told apart by an
 # attribute, and a remount that keeps every key and every record, byte for byte.
 . "$(dirname "$0")/lib.sh"
@@ -121,8 +121,224 @@ EOF
 	assert_eq "$(echo "$leo_before" | awk '{print $1 + 1}')" "$(t_leo t/0)" "log end after one more write"
 }
 
+# An open history file keeps its bytes, size and stat until it is closed, even when
+# a pass cleans its record away; its name is gone at once (ISSUE: pinned handle).
+c_history_open_entry_survives_a_swap() {
+	t_mount -o log.cleaner.threads=0
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 h=$MNT/t/0/.history
+	echo old-value > "$p/k"; echo new > "$p/k"
+	exec 7< "$h/$(t_off 0)"
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_eq "$(t_off 1)" "$(ls -A "$h")" "the pass removed offset 0"
+	assert_errno ENOENT stat "$h/$(t_off 0)"
+	assert_eq 10 "$(stat -L -c %s /dev/fd/7)" "fstat of the open handle"
+	assert_eq old-value "$(cat <&7)" "read through the handle opened before the pass"
+	exec 7<&-
+	assert_errno ENOENT read "$h/$(t_off 0)"
+}
+
+# The views of the A/B/C example: keys A B C updated so that offsets 0-8 exist, 8 in
+# the active segment. Offset 3 (C=30) stays at this pass: C=31 is in the active
+# segment, which the offset map never reads; once 8 is closed, 3 goes too.
+c_history_views_and_fates() {
+	t_mount -o log.cleaner.threads=0
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 h=$MNT/t/0/.history kv o
+	for kv in A=10 B=20 A=11 C=30 A=12 B=21 A=13 B=22; do printf %s "${kv#*=}" > "$p/${kv%%=*}"; done
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	printf 31 > "$p/C"
+	assert_eq "$(printf '%020d\n' 0 1 2 3 4 5 6 7 8)" "$(ls -A "$h")" ".history lists offsets only"
+	assert_eq "$(printf '%020d\n' 0 1 2 3 4 5 6 7)" "$(ls -A "$h/.dirty")" ".dirty before the pass"
+	assert_eq "$(t_off 8)" "$(ls -A "$h/.uncleanable")" ".uncleanable: the active segment"
+	assert_eq "" "$(ls -A "$h/.clean")" ".clean before the first pass"
+	assert_eq "drop drop drop keep drop drop keep keep" \
+		"$(for o in 0 1 2 3 4 5 6 7; do t_x "$h/$(t_off $o)" fate; echo; done | xargs)" "fates of 0-7"
+	assert_eq "not-cleanable active segment" "$(t_x "$h/$(t_off 8)" fate)" "fate of 8"
+	assert_eq "2 5 4 8 6 7" \
+		"$(for o in 0 1 2 3 4 5; do t_x "$h/$(t_off $o)" superseded_by; echo; done | xargs)" \
+		"superseded_by of 0-5"
+	assert_errno ENODATA getxattr "$h/$(t_off 6)" user.topicfs.superseded_by
+	# the same files through the views: bytes, inode, attributes
+	assert_cat "$h/.dirty/$(t_off 6)" 13
+	assert_eq "$(stat -c %i "$h/$(t_off 6)")" "$(stat -c %i "$h/.dirty/$(t_off 6)")" "one inode"
+	assert_eq drop "$(t_x "$h/.dirty/$(t_off 0)" fate)" "fate through .dirty"
+	assert_errno ENOENT stat "$h/.dirty/$(t_off 8)"
+	assert_errno ENOENT stat "$h/.uncleanable/$(t_off 0)"
+	assert_eq "$(printf '%020d\n' 0 2 4 6)" "$(ls -A "$h/.keys/A")" ".keys/A"
+	assert_errno ENOENT stat "$h/.keys/A/$(t_off 1)"
+	assert_errno ENOENT stat "$h/.keys/nosuchkey"
+	assert_match 'range=0-7 first_dirty=0 end_offset=8 first_uncleanable=8 records_read=8 records_dropped=5 bytes_freed=[1-9][0-9]* .*' \
+		"$(t_x "$p" next_pass)" "next_pass"
+	local size_after
+	size_after=$(t_x "$p" next_pass | sed 's/.* size_after=\([0-9]*\).*/\1/')
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_eq "$(printf '%020d\n' 3 6 7 8)" "$(ls -A "$h")" "survivors of the pass"
+	assert_eq "$size_after" "$(t_x "$p" size_bytes)" "size after, as predicted"
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	assert_eq drop "$(t_x "$h/$(t_off 3)" fate)" "C=30 goes once C=31 is closed"
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_eq "" "$(ls -A "$h/.dirty")" ".dirty after roll and clean"
+	assert_eq "$(printf '%020d\n' 6 7 8)" "$(ls -A "$h")" "survivors keep their numbers"
+	assert_eq "$(printf '%020d\n' 6 7 8)" "$(ls -A "$h/.clean")" ".clean after the pass"
+	assert_cat "$h/.keys/C/$(t_off 8)" 31
+	# a deleted key's tombstone is in its view; the key is not in the partition
+	rm "$p/C"
+	assert_eq "$(printf '%020d\n' 8 9)" "$(ls -A "$h/.keys/C")" ".keys/C with its tombstone"
+	assert_eq 1 "$(t_x "$h/.keys/C/$(t_off 9)" tombstone)" "the tombstone through .keys"
+	assert_eq "not-cleanable active segment" "$(t_x "$h/.keys/C/$(t_off 9)" fate)" "fate of the tombstone"
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	assert_match '^keep-tombstone until [0-9]{13} \(stamped by the pass\)$' "$(t_x "$h/$(t_off 9)" fate)" \
+		"a tombstone's fate shows its horizon"
+	# an entry open through a view keeps its bytes across the swap
+	exec 7< "$h/.keys/C/$(t_off 8)"
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_errno ENOENT stat "$h/$(t_off 8)"
+	assert_eq 31 "$(cat <&7)" "an entry opened through .keys, after the swap"
+	exec 7<&-
+	assert_eq "" "$(ls -A "$h/.keys")" ".keys lists nothing"
+}
+
+# For random logs the dry run's fates are the pass's drops, record for record, and
+# its size after is the size the pass leaves; four rounds, so tombstones are
+# stamped, then dropped (delete.retention.ms=0).
+c_history_fates_predict_the_pass() {
+	"$T_PY" -c 'import kafka.record.default_records' 2>/dev/null ||
+		skip "python3-kafka is not installed"
+	t_mount -o log.cleaner.threads=0,segment.bytes=2048
+	mkdir "$MNT/t"
+	setfattr -n user.topicfs.delete.retention.ms -v 0 "$MNT/t"
+	local out
+	out=$("$T_PY" - "$MNT/t/0" <<'EOF'
+import os, random, sys
+from kafka.record.default_records import DefaultRecordBatchBuilder
+p = sys.argv[1]
+h = os.path.join(p, ".history")
+rnd = random.Random(16)
+KEEP = {"keep", "keep-tombstone", "keep-keyless", "not-cleanable"}
+def x(path, name):
+    return os.getxattr(path, "user.topicfs." + name).decode()
+def setx(name):
+    os.setxattr(p, "user.topicfs." + name, b"1")
+seq = 0
+problems = []
+seen = set()
+for rnd_i in range(4):
+    for i in range(250):
+        # the last round adds only keyless records: the tombstones stamped by the
+        # pass before have nothing newer, so this pass drops them
+        r = rnd.random() if rnd_i < 3 else 0.6
+        k = "k%d" % rnd.randrange(40)
+        if r < 0.45:
+            with open(os.path.join(p, k), "w") as f:
+                f.write("v%d-%d" % (rnd_i, i) * rnd.randrange(1, 8))
+        elif r < 0.58:
+            if os.path.exists(os.path.join(p, k)):
+                os.unlink(os.path.join(p, k))
+        elif r < 0.68:
+            with open(os.path.join(p, ".append"), "w") as f:
+                f.write("line %d\n" % i)
+        elif r < 0.76:
+            with open(os.path.join(p, ".put"), "w") as f:
+                f.write("%s\tput%d\nk%d\tput%d\n" % (k, i, rnd.randrange(15), i))
+        elif r < 0.92:
+            n = rnd.randrange(1, 4)
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                          producer_id=7, producer_epoch=0, base_sequence=seq,
+                                          batch_size=1 << 20)
+            for j in range(n):
+                kk = None if rnd.random() < 0.2 else ("k%d" % rnd.randrange(15)).encode()
+                b.append(j, timestamp=1700000000000 + i, key=kk, value=b"batch", headers=[])
+            seq += n
+            with open(os.path.join(p, ".batches"), "wb") as f:
+                f.write(bytes(b.build()))
+        else:
+            setx("roll")
+    setx("roll")
+    before = sorted(os.listdir(h))
+    fates = {o: x(os.path.join(h, o), "fate") for o in before}
+    plan = dict(kv.split("=", 1) for kv in x(p, "next_pass").split(" uncleanable_reason=")[0].split())
+    setx("clean")
+    after = set(os.listdir(h))
+    drops = 0
+    for o in before:
+        keep = fates[o].split()[0] in KEEP
+        drops += not keep
+        if keep != (o in after):
+            problems.append("round %d offset %s: fate %s, %s" % (rnd_i, o, fates[o], "kept" if o in after else "dropped"))
+    if int(plan["records_dropped"]) != drops:
+        problems.append("round %d: next_pass drops %s, fates %d" % (rnd_i, plan["records_dropped"], drops))
+    if int(plan["size_after"]) != int(x(p, "size_bytes")):
+        problems.append("round %d: next_pass size_after %s, size %s" % (rnd_i, plan["size_after"], x(p, "size_bytes")))
+    kinds = set(f.split()[0] for f in fates.values())
+    seen |= kinds
+    print("round", rnd_i, len(before), "records", drops, "dropped", ",".join(sorted(kinds)), file=sys.stderr)
+for k in ("drop", "keep", "keep-tombstone", "drop-tombstone", "keep-keyless"):
+    if k not in seen:
+        problems.append("no record was %s: the log proves nothing about it" % k)
+print("\n".join(problems[:10]) if problems else "same")
+EOF
+)
+	assert_eq same "$out" "the dry run's drops and size against the pass"
+}
+
+# A listing of .history or a view that runs while passes swap segments never
+# repeats an offset and stays ascending. The lister goes on until the clean loop
+# has finished passes during its listings (counted, not timed).
+c_history_listing_during_swaps() {
+	t_mount -o log.cleaner.threads=0,segment.bytes=8192
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 out
+	"$T_PY" -c 'import sys
+with open(sys.argv[1], "w") as f:
+    f.write("".join("keyless %d\n" % i for i in range(1500)))' "$p/.append"
+	(
+		n=0
+		while [ ! -e "$T_CASE/stop" ]; do
+			for i in 1 2 3 4 5 6 7 8; do echo "v$n" > "$p/k$i"; done
+			setfattr -n user.topicfs.roll -v 1 "$p"
+			setfattr -n user.topicfs.clean -v 1 "$p"
+			n=$((n + 1))
+			echo "$n" > "$T_CASE/passes.tmp" && mv "$T_CASE/passes.tmp" "$T_CASE/passes"
+		done
+	) &
+	local loop=$!
+	out=$("$T_PY" - "$p/.history" "$T_CASE/passes" <<'EOF'
+import os, sys
+h, counter = sys.argv[1], sys.argv[2]
+def passes():
+    try:
+        return int(open(counter).read())
+    except (OSError, ValueError):
+        return 0
+bad, lists, during = [], 0, 0
+while (lists < 30 or during < 10) and lists < 5000 and not bad:
+    for d in (h, h + "/.dirty", h + "/.clean"):
+        p0 = passes()
+        names = os.listdir(d)
+        if passes() != p0:
+            during += 1
+        lists += 1
+        offs = [int(n) for n in names]
+        if len(set(offs)) != len(offs):
+            bad.append("%s repeats an offset" % d)
+        elif offs != sorted(offs):
+            bad.append("%s is not ascending" % d)
+print(bad[0] if bad else "ok %d" % (during >= 10))
+EOF
+)
+	touch "$T_CASE/stop"
+	wait "$loop"
+	assert_eq "ok 1" "$out" "listings during swaps (and passes ran during them)"
+}
+
 t_test history_lists_records c_history_lists_records
 t_test history_is_read_only c_history_is_read_only
 t_test history_grows_while_open c_history_grows_while_open
 t_test remount_keeps_everything c_remount_keeps_everything
+t_test history_open_entry_survives_a_swap c_history_open_entry_survives_a_swap
+t_test history_views_and_fates c_history_views_and_fates
+t_test history_fates_predict_the_pass c_history_fates_predict_the_pass
+t_test history_listing_during_swaps c_history_listing_during_swaps
 t_done

@@ -1,11 +1,11 @@
 #!/bin/bash
-# test_keynames.sh - key bytes <-> file names (DESIGN §1 "Keys as file names"): every
+# test_keynames.sh - key bytes <-> file names (docs/semantics.md §2): every
 # one of the 256 byte values and the empty key round-trip through the canonical name;
 # user.topicfs.key gives the raw bytes back; .put spells keys the same way.
 . "$(dirname "$0")/lib.sh"
 t_require_daemon
 
-# The python side: encode like DESIGN says, create through the mount, check it all.
+# The python side: encode as docs/semantics.md §2 says, create through the mount, check it all.
 KEYCHECK='
 import os, sys
 part = os.fsencode(sys.argv[1])

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_reading.sh - reading keys (DESIGN §1 "Reading"): opens are served from kept
+# test_reading.sh - reading keys (docs/semantics.md §5): opens are served from kept
 # windows of checked batches (fs/readcache.h), so these cases read keys of big .put
 # batches and of single commits back exactly through overwrites (shorter and longer),
 # tombstones, rolls, cleaning passes and remounts; a reader opened before an overwrite

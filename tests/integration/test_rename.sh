@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_rename.sh - rename (DESIGN §1 "Writing"): inside one partition it appends
+# test_rename.sh - rename (docs/semantics.md §4): inside one partition it appends
 # b = value(a) and the tombstone of a in one batch; across partitions or topics it is
 # EXDEV, and mv falls back to copy and unlink.
 . "$(dirname "$0")/lib.sh"
@@ -56,8 +56,10 @@ c_rename_errors() {
 	assert_records t/0 0 assert_errno EXDEV rename "$MNT/t/0/a" "$MNT/u/0/a"
 	assert_eq 0 "$(t_leo u/0)" "log end of u/0 after the EXDEV rename"
 	assert_cat "$MNT/t/0/a" $'v\n'
-	# A bad new name: EINVAL, nothing appended, the old key stays.
-	assert_records t/0 0 assert_errno EINVAL rename "$MNT/t/0/a" "$MNT/t/0/.raw"
+	# A bad new name: EINVAL, nothing appended, the old key stays. A scratch name is
+	# out of the log: EXDEV, as across partitions.
+	assert_records t/0 0 assert_errno EXDEV rename "$MNT/t/0/a" "$MNT/t/0/.raw"
+	assert_errno ENOENT stat "$MNT/t/0/.raw"
 	assert_records t/0 0 assert_errno EINVAL rename "$MNT/t/0/a" "$MNT/t/0/%2e"
 	assert_cat "$MNT/t/0/a" $'v\n'
 }

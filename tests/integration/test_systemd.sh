@@ -7,7 +7,10 @@
 # the mount unit under the name its Where= demands), and the service's own command lines
 # (ExecStartPre, ExecStart, ExecStartPost, ExecStop), with systemd's ${VAR} and $$
 # substitutions applied to a test configuration file, are run by hand: they must mount,
-# serve, and unmount with the daemon exiting 0.
+# serve, and unmount with the daemon exiting 0. Readiness (Type=notify) is checked the
+# way systemd sees it: ExecStart runs with $NOTIFY_SOCKET naming a datagram socket this
+# test reads, which must receive STATUS=, READY=1 once the mount is up, WATCHDOG=1
+# pings when $WATCHDOG_USEC asks for them, and STOPPING=1 at the end.
 . "$(dirname "$0")/lib.sh"
 t_require_root
 
@@ -15,16 +18,24 @@ UNITS=$T_REPO/systemd
 BIN=$TOPICFS
 [ -x "$BIN" ] || BIN=/usr/bin/true     # verify needs an existing path; the run case needs the daemon
 
+# unit_copy FILE BIN: the unit as `cmake --install` would write it, with the daemon at
+# BIN and the other install paths at their default prefix.
+unit_copy() {
+	sed -e "s#@CMAKE_INSTALL_FULL_BINDIR@/topicfs#$2#g" \
+		-e 's#@CMAKE_INSTALL_FULL_DOCDIR@#/usr/local/share/doc/topicfs#g' \
+		-e 's#@CMAKE_INSTALL_FULL_SBINDIR@#/usr/local/sbin#g' "$1"
+}
+
 c_verify_units() {
 	need systemd-analyze systemd-escape
 	local d=$T_CASE/units out rc=0 name
 	mkdir "$d"
-	sed "s#/usr/local/bin/topicfs#$BIN#" "$UNITS/topicfs@.service" > "$d/topicfs@.service"
+	unit_copy "$UNITS/topicfs@.service" "$BIN" > "$d/topicfs@.service"
 	cp "$d/topicfs@.service" "$d/topicfs@demo.service"
 	name=$(systemd-escape -p --suffix=mount "$(sed -n 's/^Where=//p' "$UNITS/example.mount")")
 	assert_eq mnt-topicfs.mount "$name" "unit name for Where= of example.mount"
-	cp "$UNITS/example.mount" "$d/$name"
-	out=$(cd "$d" && systemd-analyze verify "./topicfs@.service" "./topicfs@demo.service" "./$name" 2>&1) || rc=$?
+	unit_copy "$UNITS/example.mount" "$BIN" > "$d/$name"
+	out=$(cd "$d" && systemd-analyze verify --man=no "./topicfs@.service" "./topicfs@demo.service" "./$name" 2>&1) || rc=$?
 	printf '%s\n' "$out" | sed 's/^/# verify: /'
 	assert_eq 0 "$rc" "exit status of systemd-analyze verify"
 	# verify only warns about unknown keys and bad values; any word about our units fails.
@@ -32,7 +43,7 @@ c_verify_units() {
 		"systemd-analyze warnings about the units"
 	# The contract of the service, stated in the task: foreground, auto_unmount, restart.
 	local s=$UNITS/topicfs@.service
-	assert_match 'Type=(simple|notify)' "$(grep '^Type=' "$s")" "Type="
+	assert_eq "Type=notify" "$(grep '^Type=' "$s")" "Type="
 	assert_match 'ExecStart=.* -f .*auto_unmount.*' "$(grep '^ExecStart=' "$s")" "ExecStart="
 	assert_eq "Restart=on-failure" "$(grep '^Restart=' "$s")" "Restart="
 	assert_match 'ExecStop=.*(fusermount3 -u|umount).*' "$(grep '^ExecStop=' "$s")" "ExecStop="
@@ -57,7 +68,7 @@ exec_line() {
 c_service_commands_run() {
 	[ -x "$TOPICFS" ] || fail "daemon binary $TOPICFS not built"
 	local conf=$T_CASE/demo.conf line st i
-	sed "s#/usr/local/bin/topicfs#$TOPICFS#" "$UNITS/topicfs@.service" > "$T_CASE/unit"
+	unit_copy "$UNITS/topicfs@.service" "$TOPICFS" > "$T_CASE/unit"
 	rm -rf "$DATA" "$MNT"
 	printf '# test instance\nDATA_DIR=%s\nMOUNTPOINT=%s\nOPTIONS=allow_other,default_permissions,partitions=2\n' \
 		"$DATA" "$MNT" > "$conf"
@@ -71,7 +82,28 @@ c_service_commands_run() {
 	"$@"
 	assert_ok test -d "$DATA"
 	assert_ok test -d "$MNT"
-	# ExecStart, run like t_mount does (under timeout), but with the unit's own argv.
+	# The notify socket systemd would pass: every datagram, one line each ("|" for
+	# newlines), in $T_CASE/notify.log until $T_CASE/notify.stop exists.
+	"$T_PY" - "$T_CASE/notify.sock" "$T_CASE/notify.log" "$T_CASE/notify.stop" <<'PY' &
+import os, socket, sys, time
+path, log, stop = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+s.settimeout(0.2)
+deadline = time.monotonic() + 300
+with open(log, "a") as f:
+    while not os.path.exists(stop) and time.monotonic() < deadline:
+        try:
+            msg = s.recv(4096)
+        except socket.timeout:
+            continue
+        f.write(msg.decode(errors="replace").replace("\n", "|") + "\n")
+        f.flush()
+PY
+	for i in $(seq 100); do [ -S "$T_CASE/notify.sock" ] && break; sleep 0.1; done
+	t_on_exit "touch '$T_CASE/notify.stop'"
+	# ExecStart, run like t_mount does (under timeout), but with the unit's own argv
+	# and the environment systemd gives a Type=notify service with WatchdogSec=.
 	eval "set -- $(exec_line ExecStart)"
 	st=$T_CASE/.d/0
 	mkdir -p "$st"
@@ -79,15 +111,21 @@ c_service_commands_run() {
 	printf '%s\n' "$*" > "$st/args"
 	(
 		set +eE; trap - ERR
-		timeout --signal=TERM --kill-after=10 "${T_TIMEOUT:-300}" "$@" &
+		NOTIFY_SOCKET=$T_CASE/notify.sock WATCHDOG_USEC=400000 \
+			timeout --signal=TERM --kill-after=10 "${T_TIMEOUT:-300}" "$@" &
 		echo $! > "$st/pid"
 		wait $!
 		echo $? > "$st/rc"
 	) > "$st/log" 2>&1 < /dev/null &
-	# ExecStartPost: returns 0 once the mount is up.
-	eval "set -- $(exec_line ExecStartPost)"
-	assert_ok "$@"
+	# What ExecStartPost used to poll for, systemd now hears: READY=1 once mounted.
+	for i in $(seq 600); do grep -q 'READY=1' "$T_CASE/notify.log" 2>/dev/null && break; sleep 0.1; done
+	sed 's/^/# notify: /' "$T_CASE/notify.log"
+	assert_match 'READY=1\|STATUS=serving .* on .*' "$(grep READY "$T_CASE/notify.log")" "READY=1 line"
+	assert_ok grep -q '^STATUS=opening the data directory' "$T_CASE/notify.log"
 	assert_ok mountpoint -q "$MNT"
+	# Watchdog pings: at least two (each half of WATCHDOG_USEC), while the engine answers.
+	for i in $(seq 600); do [ "$(grep -c '^WATCHDOG=1$' "$T_CASE/notify.log")" -ge 2 ] && break; sleep 0.1; done
+	assert_ok test "$(grep -c '^WATCHDOG=1$' "$T_CASE/notify.log")" -ge 2
 	mkdir "$MNT/t"
 	assert_eq "0 1" "$(ls "$MNT/t" | xargs)" "partitions=2 from OPTIONS reached the daemon"
 	echo v > "$MNT/t/0/k"
@@ -99,8 +137,49 @@ c_service_commands_run() {
 	touch "$st/checked"
 	assert_eq 0 "$(cat "$st/rc" 2>/dev/null || echo running)" "daemon exit status after ExecStop"
 	assert_fails t_mounted "$MNT"
+	assert_ok grep -q '^STOPPING=1' "$T_CASE/notify.log"
+	touch "$T_CASE/notify.stop"
+}
+
+# Under systemd, stderr is the journal's stream and $JOURNAL_STREAM names its device and
+# inode: lines then carry sd-daemon(3)'s "<priority>" prefix and no timestamp. On any
+# other stderr they keep the timestamp.
+c_journal_priorities() {
+	local log=$T_CASE/journal.log plain=$T_CASE/plain.log pid i
+	: > "$log"
+	JOURNAL_STREAM=$(stat -c '%d:%i' "$log") timeout 120 "$TOPICFS" -f -o auto_unmount \
+		"$DATA" "$MNT" 2>> "$log" &
+	pid=$!
+	for i in $(seq 300); do mountpoint -q "$MNT" && break; sleep 0.1; done
+	assert_ok mountpoint -q "$MNT"
+	umount "$MNT"
+	wait "$pid"
+	sed 's/^/# journal: /' "$log"
+	assert_ok grep -q '^<6>info fs: mounted ' "$log"
+	assert_eq "" "$(grep -v '^<[0-7]>' "$log" || true)" "journal lines without a priority"
+	# A stderr that is not the named stream: timestamps, no prefix.
+	JOURNAL_STREAM=1:1 timeout 120 "$TOPICFS" -f -o auto_unmount "$DATA" "$MNT" 2> "$plain" &
+	pid=$!
+	for i in $(seq 300); do mountpoint -q "$MNT" && break; sleep 0.1; done
+	umount "$MNT"
+	wait "$pid"
+	assert_ok grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T.* info fs: mounted ' "$plain"
+}
+
+# Without $NOTIFY_SOCKET (a plain shell, fstab, mount -t topicfs) nothing changes and
+# the daemon starts as before; with a socket that is gone, it logs and goes on.
+c_notify_socket_missing() {
+	export NOTIFY_SOCKET=$T_CASE/no-such.sock
+	t_mount
+	assert_ok mountpoint -q "$MNT"
+	mkdir "$MNT/t"
+	echo v > "$MNT/t/0/k"
+	assert_cat "$MNT/t/0/k" $'v\n'
+	t_umount
 }
 
 t_test verify_units c_verify_units
 t_test service_commands_run c_service_commands_run
+t_test notify_socket_missing c_notify_socket_missing
+t_test journal_priorities c_journal_priorities
 t_done

@@ -1,6 +1,6 @@
 #!/bin/bash
-# test_xattr.sh - getfattr/setfattr (DESIGN §1 "Extended attributes", "Topic
-# configuration"): key, topic and partition attributes, config defaults from mount
+# test_xattr.sh - getfattr/setfattr (docs/semantics.md §6, topic
+# configuration): key, topic and partition attributes, config defaults from mount
 # options and their persistence, roll, and the .topicfs files. The cleaner's attributes
 # are checked in test_cleaner.sh.
 . "$(dirname "$0")/lib.sh"

@@ -1,6 +1,6 @@
 /* interop_codec.c - the codec and the partition log against kafka-python.
  *
- *   interop_codec write LOGFILE EXPECTED.jsonl [zstd]
+ *   interop_codec write LOGFILE EXPECTED.jsonl [CODEC]
  *       Writes a segment of batches made by tfs_batch_builder - keys, keyless
  *       records, tombstones, empty keys and values, binary bytes, headers with null
  *       values, offset gaps between and inside batches (as the cleaner leaves them),
@@ -9,16 +9,16 @@
  *   interop_codec read LOGFILE EXPECTED.jsonl
  *       Verifies every batch of LOGFILE (CRC and structure) and compares every record
  *       with EXPECTED.jsonl, as written by kafka_check.py build.
- *   interop_codec plog-write PARTITION_DIR EXPECTED.jsonl [zstd]
+ *   interop_codec plog-write PARTITION_DIR EXPECTED.jsonl [CODEC]
  *       Appends records through the partition log (single records, a rename's
  *       two-record unit, a many-record unit) and writes their JSON lines.
  *   interop_codec plog-read PARTITION_DIR EXPECTED.jsonl
  *       Opens a partition directory holding a kafka-python segment with the engine
  *       and checks every record and every key's newest value.
- *   interop_codec plog-produce PARTITION_DIR LOGFILE [zstd]
+ *   interop_codec plog-produce PARTITION_DIR LOGFILE [CODEC]
  *       Appends every batch of LOGFILE (a kafka-python segment) to a new partition
- *       as a producer's batch (tfs_plog_append_batch), on a topic with or without
- *       zstd; the records land at offsets 0, 1, 2, ... in LOGFILE's order.
+ *       as a producer's batch (tfs_plog_append_batch), on a topic of CODEC (none by
+ *       default); the records land at offsets 0, 1, 2, ... in LOGFILE's order.
  *
  * JSON lines: one object per record, in log order:
  *   {"offset":N,"timestamp":T,"key":hex|null,"value":hex|null,
@@ -448,12 +448,19 @@ out:
 	return rc;
 }
 
+/* " (CODEC)" for a line of output, "" for none. */
+static const char *codec_label(int codec)
+{
+	static const char *const labels[] = { "", " (gzip)", " (snappy)", " (lz4)", " (zstd)" };
+	return codec >= 0 && codec < (int)(sizeof(labels) / sizeof(labels[0])) ? labels[codec] : "";
+}
+
 /* ---- write mode --------------------------------------------------------------- */
 
 struct writer {
 	FILE *log, *jsonl;
 	struct tfs_batch_builder b;
-	int zstd;
+	int codec;                  /* enum tfs_codec of every batch */
 	int batches;
 	size_t records;
 };
@@ -492,11 +499,11 @@ static struct tfs_slice str(const char *s)
 	return tfs_slice_make(s, strlen(s));
 }
 
-static struct tfs_batch_params batch_params(tfs_offset_t base, int16_t attrs, bool zstd)
+static struct tfs_batch_params batch_params(tfs_offset_t base, int16_t attrs, int codec)
 {
 	struct tfs_batch_params p = {
 		.base_offset = base,
-		.attributes = (int16_t)(attrs | (zstd ? TFS_CODEC_ZSTD : TFS_CODEC_NONE)),
+		.attributes = (int16_t)(attrs | codec),
 		.leader_epoch = 3,
 		.producer_id = -1,
 		.producer_epoch = -1,
@@ -541,7 +548,7 @@ static int write_segment(struct writer *w)
 		big[i] = (uint8_t)("compressible "[i % 13]);
 
 	/* 1. Every kind of key and value, base offset 0. */
-	p = batch_params(0, 0, w->zstd);
+	p = batch_params(0, 0, w->codec);
 	if ((rc = emit(w, &p, a, sizeof(a) / sizeof(a[0]), false, -1)))
 		return rc;
 
@@ -554,7 +561,7 @@ static int write_segment(struct writer *w)
 			.headers = hdr, .header_count = (uint32_t)(i % 3),
 		};
 	}
-	p = batch_params(20, 0, w->zstd);
+	p = batch_params(20, 0, w->codec);
 	p.producer_id = 4242;
 	p.producer_epoch = 1;
 	p.base_sequence = 0;
@@ -581,7 +588,7 @@ static int write_segment(struct writer *w)
 	                                     .header_count = 1 };
 	horizon[1] = (struct tfs_record_in){ .key = str("kept"), .value = str("v"),
 	                                     .timestamp = T0 + 501, .offset_delta = 1 };
-	p = batch_params(200, TFS_ATTR_DELETE_HORIZON, w->zstd);
+	p = batch_params(200, TFS_ATTR_DELETE_HORIZON, w->codec);
 	p.base_timestamp = T0 + DAY_MS;
 	if ((rc = emit(w, &p, horizon, 2, false, -1)))
 		return rc;
@@ -594,13 +601,13 @@ static int write_segment(struct writer *w)
 			.value_null = i % 17 == 16, .timestamp = T0 + 1000 + i * 3,
 		};
 	}
-	p = batch_params(300, 0, w->zstd);
+	p = batch_params(300, 0, w->codec);
 	return emit(w, &p, many, 100, false, -1);
 }
 
-static int cmd_write(const char *log_path, const char *jsonl_path, int zstd)
+static int cmd_write(const char *log_path, const char *jsonl_path, int codec)
 {
-	struct writer w = { .zstd = zstd };
+	struct writer w = { .codec = codec };
 	int rc = -1;
 
 	tfs_batch_builder_init(&w.b);
@@ -617,7 +624,7 @@ static int cmd_write(const char *log_path, const char *jsonl_path, int zstd)
 		goto out;
 	}
 	printf("%s: wrote %s: %d batches, %zu records%s\n", prog, log_path, w.batches,
-	       w.records, zstd ? " (zstd)" : "");
+	       w.records, codec_label(codec));
 out:
 	if (w.log && fclose(w.log) && !rc) {
 		complain("%s: %s", log_path, strerror(errno));
@@ -778,10 +785,10 @@ out:
 
 /* ---- the partition log, end to end ------------------------------------------- */
 
-/* plog-write DIR JSONL [zstd]: appends through tfs_plog_append (single records,
+/* plog-write DIR JSONL [CODEC]: appends through tfs_plog_append (single records,
  * a two-record unit like a rename, a many-record unit like a .put write), so the
  * bytes kafka-python checks are the ones the engine itself wrote. */
-static int cmd_plog_write(const char *dir, const char *jsonl_path, int zstd)
+static int cmd_plog_write(const char *dir, const char *jsonl_path, int codec)
 {
 	static uint8_t blob[256];
 	struct tfs_topic_config cfg;
@@ -816,7 +823,7 @@ static int cmd_plog_write(const char *dir, const char *jsonl_path, int zstd)
 	units[7][0] = (struct tfs_append_rec){ .key = str("user-1"), .value = str("back") };
 
 	tfs_topic_config_defaults(&cfg);
-	cfg.compression = zstd ? TFS_CODEC_ZSTD : TFS_CODEC_NONE;
+	cfg.compression = codec;
 	if (tfs_io_create(TFS_IO_AUTO, &io) || !(fdc = tfs_fdcache_create(io, 16)))
 		goto out;
 	env = (struct tfs_plog_env){ .io = io, .fdcache = fdc, .config = &cfg };
@@ -847,7 +854,7 @@ static int cmd_plog_write(const char *dir, const char *jsonl_path, int zstd)
 			json_record(jsonl, first, &r);
 		}
 	}
-	printf("%s: partition %s written through the engine%s\n", prog, dir, zstd ? " (zstd)" : "");
+	printf("%s: partition %s written through the engine%s\n", prog, dir, codec_label(codec));
 	rc = 0;
 out:
 	if (jsonl && fclose(jsonl) && !rc)
@@ -858,10 +865,10 @@ out:
 	return rc;
 }
 
-/* plog-produce DIR LOGFILE [zstd]: appends LOGFILE's batches to a new partition
+/* plog-produce DIR LOGFILE [CODEC]: appends LOGFILE's batches to a new partition
  * DIR as a producer's (tfs_plog_append_batch); each batch's records must land
  * right after the last one's. */
-static int cmd_plog_produce(const char *dir, const char *log_path, int zstd)
+static int cmd_plog_produce(const char *dir, const char *log_path, int codec)
 {
 	struct tfs_topic_config cfg;
 	struct tfs_io *io = NULL;
@@ -880,7 +887,7 @@ static int cmd_plog_produce(const char *dir, const char *log_path, int zstd)
 		goto out;
 	}
 	tfs_topic_config_defaults(&cfg);
-	cfg.compression = zstd ? TFS_CODEC_ZSTD : TFS_CODEC_NONE;
+	cfg.compression = codec;
 	if (tfs_io_create(TFS_IO_AUTO, &io) || !(fdc = tfs_fdcache_create(io, 16)))
 		goto out;
 	env = (struct tfs_plog_env){ .io = io, .fdcache = fdc, .config = &cfg };
@@ -915,7 +922,7 @@ static int cmd_plog_produce(const char *dir, const char *log_path, int zstd)
 		goto out;
 	}
 	printf("%s: %zu producer batches (%zu records) appended to %s%s\n", prog, batches, records,
-	       dir, zstd ? " (zstd topic)" : "");
+	       dir, codec_label(codec));
 	rc = 0;
 out:
 	tfs_plog_close(pl);
@@ -1016,23 +1023,45 @@ out:
 	return rc;
 }
 
+/* The optional CODEC argument: none when absent. */
+static int parse_codec(int argc, char **argv, int *codec)
+{
+	static const char *const names[] = { "none", "gzip", "snappy", "lz4", "zstd" };
+
+	*codec = TFS_CODEC_NONE;
+	if (argc == 4)
+		return 0;
+	for (int c = 0; c < (int)(sizeof(names) / sizeof(names[0])); c++) {
+		if (argc == 5 && !strcmp(argv[4], names[c])) {
+			*codec = c;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
+	int codec;
+
 	if (argc == 4 && !strcmp(argv[1], "read"))
 		return cmd_read(argv[2], argv[3]);
-	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "write"))
-		return cmd_write(argv[2], argv[3], argc == 5);
 	if (argc == 4 && !strcmp(argv[1], "plog-read"))
 		return cmd_plog_read(argv[2], argv[3]);
-	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "plog-produce"))
-		return cmd_plog_produce(argv[2], argv[3], argc == 5);
-	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "zstd"))) && !strcmp(argv[1], "plog-write"))
-		return cmd_plog_write(argv[2], argv[3], argc == 5);
-	fprintf(stderr, "usage: %s write LOGFILE EXPECTED.jsonl [zstd]\n"
+	if ((argc == 4 || argc == 5) && parse_codec(argc, argv, &codec) == 0) {
+		if (!strcmp(argv[1], "write"))
+			return cmd_write(argv[2], argv[3], codec);
+		if (!strcmp(argv[1], "plog-produce"))
+			return cmd_plog_produce(argv[2], argv[3], codec);
+		if (!strcmp(argv[1], "plog-write"))
+			return cmd_plog_write(argv[2], argv[3], codec);
+	}
+	fprintf(stderr, "usage: %s write LOGFILE EXPECTED.jsonl [CODEC]\n"
 	                "       %s read LOGFILE EXPECTED.jsonl\n"
-	                "       %s plog-write PARTITION_DIR EXPECTED.jsonl [zstd]\n"
+	                "       %s plog-write PARTITION_DIR EXPECTED.jsonl [CODEC]\n"
 	                "       %s plog-read PARTITION_DIR EXPECTED.jsonl\n"
-	                "       %s plog-produce PARTITION_DIR LOGFILE [zstd]\n",
+	                "       %s plog-produce PARTITION_DIR LOGFILE [CODEC]\n"
+	                "CODEC: none (default), gzip, snappy, lz4 or zstd\n",
 	        prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
 }

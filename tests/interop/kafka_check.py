@@ -13,11 +13,11 @@ Uses kafka-python (Debian's python3-kafka 2.0.2) and python3-zstandard; run it w
          "headers":[[name, hex|null], ...]}
       Exits 1 with a message naming the first mismatch.
 
-  build LOGFILE EXPECTED.jsonl [--zstd]
+  build LOGFILE EXPECTED.jsonl [--zstd | --codec=gzip|snappy|lz4|zstd]
       Writes a segment built by kafka-python's DefaultRecordBatchBuilder (several
       batches with assigned base offsets, keyless records, tombstones, empty values,
-      binary bytes, headers with null values; with --zstd the batches are zstd
-      compressed where that saves space - kafka-python's rule - one of them without
+      binary bytes, headers with null values; with a codec the batches are compressed
+      where that saves space - kafka-python's rule; with zstd one of them without
       a content size in the frame, as Java's streaming compressor writes them) and
       the JSON lines that describe it.
 
@@ -154,8 +154,12 @@ def sample_batches():
     ]
 
 
-def cmd_build(log_path, expected_path, use_zstd):
-    codec = CODEC_ZSTD if use_zstd else CODEC_NONE
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def cmd_build(log_path, expected_path, codec):
+    use_zstd = codec == CODEC_ZSTD
+    compressed = 0
     out = bytearray()
     lines = []
     zstd_batches = unsized = 0
@@ -177,12 +181,15 @@ def cmd_build(log_path, expected_path, use_zstd):
         struct.pack_into(BASE_OFFSET_FMT, buf, 0, base)
         struct.pack_into(">i", buf, LEADER_EPOCH_OFFSET, LEADER_EPOCH)
         attrs, = struct.unpack_from(">h", buf, ATTRIBUTES_OFFSET)
+        compressed += attrs & CODEC_MASK == codec != CODEC_NONE
         if attrs & CODEC_MASK == CODEC_ZSTD:
             zstd_batches += 1
             frame = zstandard.get_frame_parameters(bytes(buf[RECORDS_OFFSET:]))
             unsized += frame.content_size == zstandard.CONTENTSIZE_UNKNOWN
         out += buf
     default_records.zstd_encode = original_encode
+    if codec != CODEC_NONE and compressed == 0:
+        raise SystemExit("kafka_check: kafka-python compressed no batch with codec %d" % codec)
     if use_zstd and (unsized == 0 or unsized == zstd_batches):
         raise SystemExit("kafka_check: want zstd frames with and without content size, got "
                          "%d of %d without" % (unsized, zstd_batches))
@@ -193,8 +200,8 @@ def cmd_build(log_path, expected_path, use_zstd):
             f.write(json.dumps(line) + "\n")
     # The segment must read back through kafka-python itself before it tests anyone.
     cmd_decode(log_path, expected_path)
-    print("kafka_check: built %s: %d records, %d zstd batches (%d without content size)"
-          % (log_path, len(lines), zstd_batches, unsized))
+    print("kafka_check: built %s: %d records, %d compressed batches (%d zstd, %d without "
+          "content size)" % (log_path, len(lines), compressed, zstd_batches, unsized))
 
 
 def cmd_renumber(expected_path, out_path):
@@ -207,13 +214,16 @@ def cmd_renumber(expected_path, out_path):
 
 def main(argv):
     usage = ("usage: kafka_check.py decode LOGFILE EXPECTED.jsonl\n"
-             "       kafka_check.py build LOGFILE EXPECTED.jsonl [--zstd]\n"
+             "       kafka_check.py build LOGFILE EXPECTED.jsonl [--zstd | --codec=NAME]\n"
              "       kafka_check.py renumber EXPECTED.jsonl OUT.jsonl\n")
     try:
         if len(argv) == 4 and argv[1] == "decode":
             cmd_decode(argv[2], argv[3])
-        elif len(argv) in (4, 5) and argv[1] == "build" and argv[4:] in ([], ["--zstd"]):
-            cmd_build(argv[2], argv[3], argv[4:] == ["--zstd"])
+        elif len(argv) in (4, 5) and argv[1] == "build" and (
+                argv[4:] in ([], ["--zstd"]) or
+                (argv[4].startswith("--codec=") and argv[4][8:] in CODECS)):
+            name = "none" if len(argv) == 4 else "zstd" if argv[4] == "--zstd" else argv[4][8:]
+            cmd_build(argv[2], argv[3], CODECS[name])
         elif len(argv) == 4 and argv[1] == "renumber":
             cmd_renumber(argv[2], argv[3])
         else:

@@ -127,8 +127,8 @@ open(p, "wb").write(b)
 EOF
 }
 
-COMMANDS="create describe config delete status clean roll dump verify estimate"
-READERS="describe config status dump verify estimate clean"
+COMMANDS="create describe config delete status clean roll dump verify estimate repair"
+READERS="describe config status dump verify estimate clean repair"
 
 # ---- help and usage ----------------------------------------------------------------
 
@@ -160,10 +160,11 @@ c_usage_errors() {
 		has err "Try 'topicctl $c --help'"
 		run 2 "$CTL" "$c" -Z x
 	done
-	for c in create describe delete clean roll dump verify estimate; do
+	for c in create describe delete clean roll dump verify estimate repair; do
 		run 2 "$CTL" "$c"            # a missing argument
 	done
 	run 2 "$CTL" verify a b
+	run 2 "$CTL" repair a b c
 	run 2 "$CTL" create /tmp/x --partitions zero
 	run 2 "$CTL" create /tmp/x --config segment.bytes=abc
 	run 2 "$CTL" create /tmp/x --config no.such.config=1
@@ -336,7 +337,9 @@ c_verify_flipped_byte() {
 	flip d/t-0/00000000000000000000.log $((pos + 50))
 	run 1 "$CTL" verify d/t-0
 	has out "$CASE/d/t-0/00000000000000000000.log:$pos: batch 5..10 (160 bytes): crc mismatch"
-	has out "1 problem"
+	# and what the mount makes of it: the segment is sealed, so nothing is cut
+	has out "$CASE/d/t-0/00000000000000000000.log:$pos: sealed segment damaged: bytes $pos..$((pos + 159)) unreadable (crc mismatch)"
+	has out "2 problems"
 	run 1 "$CTL" verify --json d
 	json_ok out
 	"$PY" -c '
@@ -357,6 +360,57 @@ c_verify_truncated() {
 	truncate -s 75 d/t-0/00000000000000000020.log
 	run 1 "$CTL" verify d/t-0
 	has out "00000000000000000020.log:69: truncated batch: the file ends inside a batch header (6 of 61 bytes present)"
+	# a sealed segment is never cut by a mount: verify says so instead of "torn tail"
+	truncate -s -5 d/t-0/00000000000000000000.log
+	run 1 "$CTL" verify d/t-0
+	has out "truncated batch: the file ends inside the batch"
+	has out "00000000000000000000.log:$(fact 'f["seg0"][-1]["pos"]'): sealed segment damaged"
+	has out "the mount never cuts it"
+	if grep -q "00000000000000000000.log.*cut by the next mount" out; then
+		fail "verify says the next mount cuts a sealed segment: $(cat out)"
+	fi
+}
+
+# repair: a dry run says what goes, --yes cuts there (keeping the bytes aside),
+# and the log then verifies clean and needs no repair.
+c_repair() {
+	local pos
+	"$PY" "$MKLOG" dumpdir d
+	pos=$(fact 'f["seg0"][1]["pos"]')
+	run 0 "$CTL" repair d
+	has_line out "t-0: ok"
+	flip d/t-0/00000000000000000000.log $((pos + 50))
+	cp -a d before
+	run 1 "$CTL" repair d
+	has_line out "t-0: damaged: 00000000000000000000.log at position $pos: crc mismatch"
+	has_line out "  keeps offsets below 3; the log then ends at offset 3"
+	has_line out "  loses offsets 3..26:"
+	has_line out "    00000000000000000000.log bytes $pos..$(($(stat -c %s d/t-0/00000000000000000000.log) - 1)) ($(($(stat -c %s d/t-0/00000000000000000000.log) - pos)) B): 1 readable batch, 2 records (offsets 16..17), 160 bytes unreadable"
+	has_line out "    00000000000000000020.log whole ($(stat -c %s d/t-0/00000000000000000020.log) B): 2 readable batches, 2 records (offsets 25..26)"
+	has out "dry run: nothing changed"
+	diff -r before d >/dev/null || fail "a dry run changed the data directory"
+	run 1 "$CTL" repair --json d t
+	json_ok out
+	"$PY" -c '
+import json, sys
+p = json.load(open("out"))[0]
+assert p["partition"] == "t-0" and p["damaged"] and p["result"] == "dry run", p
+assert p["position"] == int(sys.argv[1]) and p["keep_end_offset"] == 3 and p["lost_end_offset"] == 27, p
+assert [s["readable_records"] for s in p["lost"]] == [2, 2], p
+' "$pos"
+	run 1 "$CTL" repair d no-such-topic
+	run 0 "$CTL" repair --yes d t-0
+	has out "repaired: the log ends at offset 3"
+	eq "$pos" "$(stat -c %s d/t-0/00000000000000000000.log)" "size of the cut segment"
+	[ ! -e d/t-0/00000000000000000020.log ] || fail "the later segment is still there"
+	[ ! -e d/t-0/00000000000000000000.index ] || fail "the cut segment's index is still there"
+	cmp d/.repaired/t-0.*/00000000000000000020.log before/t-0/00000000000000000020.log ||
+		fail "the later segment was not kept aside whole"
+	tail -c +$((pos + 1)) before/t-0/00000000000000000000.log > tail.want
+	cmp d/.repaired/t-0.*/00000000000000000000.log.cut tail.want || fail "the cut bytes were not kept aside"
+	run 0 "$CTL" verify d
+	run 0 "$CTL" repair d
+	has_line out "t-0: ok"
 }
 
 c_verify_bad_index() {
@@ -567,7 +621,7 @@ c_estimate_errors() {
 }
 
 # ---- the cleaner's attributes, on a stand-in mount --------------------------------------
-# status, describe and clean read only DESIGN's user.topicfs.* names and
+# status, describe and clean read only docs/semantics.md §6's user.topicfs.* names and
 # MOUNT/.topicfs/metrics, so a plain directory tree carrying them (user xattrs on the
 # test's file system) checks their rendering exactly, cleaner or no cleaner.
 
@@ -629,7 +683,8 @@ bar_of() { grep "^$1 " out | sed 's/[^[]*\[\([^]]*\)\].*/\1/'; }
 
 c_status_regions() {
 	fake_mount
-	run 0 "$CTL" status fm
+	# an uncleanable partition is a problem to report: exit status 1
+	run 1 "$CTL" status fm
 	# 30 columns for the largest partition (2000 B), scaled by size. Partition 0
 	# (1000 B: 15 columns) splits into 675 clean (0.75 of the 900 cleanable bytes by
 	# dirty_ratio), 225 dirty and 100 uncleanable (offsets 90..100 of 0..100), by
@@ -640,7 +695,7 @@ c_status_regions() {
 	has out "dirty 0.25  last 2024-05-01T10:00:00Z 0.2s read 1000 B wrote 700 B"
 	has out "UNCLEANABLE: corrupt batch at 4096"
 	has_line out "cleaner: max_dirty_percent=25 uncleanable_partitions_count=1 max_clean_time_secs=0.5"
-	run 0 "$CTL" status --json fm/users
+	run 1 "$CTL" status --json fm/users
 	json_ok out
 	"$PY" -c '
 import json
@@ -657,6 +712,22 @@ assert m["cleaner"] == {"max_dirty_percent": 25, "uncleanable_partitions_count":
 	has out "1                    0          100            500        3         10           -"
 	has_line out "* segment.bytes                2048                 (default 104857600)"
 	eq 1 "$(count out '^\* ')" "configs marked as not default"
+}
+
+# The bytes the next pass would free come from the partition's next_pass (the
+# mount's dry run), beside the dirty ratio.
+c_status_would_free() {
+	fake_mount
+	setfattr -n user.topicfs.next_pass -v "range=0-89 first_dirty=40 end_offset=90 first_uncleanable=90 records_read=90 records_dropped=30 bytes_freed=42991616 tombstones_to_stamp=0 tombstones_dropped=0 size_before=1000 size_after=400 map_full=0 uncleanable_reason=active segment" fm/users/0
+	run 0 "$CTL" status fm
+	has out "dirty 0.25  would free 41.0 MiB last 2024-05-01T10:00:00Z"
+	[ "$(grep '^users/1 ' out | grep -c 'would free')" = 0 ] || fail "users/1 has no next_pass: $(cat out)"
+	run 0 "$CTL" status --json fm/users
+	"$PY" -c '
+import json
+p = json.load(open("out"))["mounts"][0]["partitions"]
+assert p[0]["would_free_bytes"] == 42991616 and p[1]["would_free_bytes"] is None, p
+'
 }
 
 c_clean_reports() {
@@ -850,6 +921,35 @@ c_mount_files() {
 	"$PY" -c 'import json; d=json.load(open("out")); p=d["partitions"][0]["input"]; assert p["keyed_records"] > 0 and p["distinct_keys"] >= 5, p'
 }
 
+# dump --fate on a mounted partition's directory: each record's fate from a dry
+# run on the partition opened read-only, the same words as the mount's `fate`.
+c_mount_dump_fate() {
+	need_mount
+	local M=$TMP/mnt d=$TMP/data/fates-0 o kv
+	run 0 "$CTL" create "$M/fates" --partitions 1
+	for kv in A=10 B=20 A=11 C=30 A=12 B=21 A=13 B=22; do printf %s "${kv#*=}" > "$M/fates/0/${kv%%=*}"; done
+	setfattr -n user.topicfs.roll -v 1 "$M/fates/0"
+	printf 31 > "$M/fates/0/C"
+	run 0 "$CTL" dump --fate "$d"
+	eq "drop drop drop keep drop drop keep keep not-cleanable" \
+		"$(sed -n 's/^| offset: [0-9]* timestamp: [0-9]* fate: \([a-z-]*\).*/\1/p' out | xargs)" "fates"
+	has out "| offset: 8 timestamp: "
+	has out "fate: not-cleanable active segment key: C value: 31"
+	for o in 0 3 8; do
+		eq "$(getfattr --only-values -n user.topicfs.fate "$M/fates/0/.history/$(printf %020d $o)")" \
+			"$(sed -n "s/^| offset: $o timestamp: [0-9]* fate: \(.*\) key: .*/\1/p" out)" "fate of $o, mount and dump"
+	done
+	run 0 "$CTL" dump --fate --json "$d"
+	json_ok out
+	"$PY" -c '
+import json
+recs = [i for f in json.load(open("out"))["files"] for i in f["items"] if i["type"] == "record"]
+assert [r["fate"] for r in recs][:4] == ["drop", "drop", "drop", "keep"], recs
+'
+	run 1 "$CTL" dump --fate "$d/00000000000000000000.log"
+	has err "partition directory"
+}
+
 c_mount_delete() {
 	need_mount
 	local M=$TMP/mnt
@@ -880,17 +980,20 @@ t_case verify_offsets c_verify_offsets
 t_case verify_leftovers c_verify_leftovers
 t_case verify_checkpoint c_verify_checkpoint
 t_case verify_config c_verify_config
+t_case repair c_repair
 t_case estimate_exact c_estimate_exact
 t_case estimate_sampled_small c_estimate_sampled_small
 t_case estimate_errors c_estimate_errors
 t_case status_regions c_status_regions
 t_case clean_reports c_clean_reports
+t_case status_would_free c_status_would_free
 mount_topicfs || true
 t_case mount_create_describe c_mount_create_describe
 t_case mount_config c_mount_config
 t_case mount_status c_mount_status
 t_case mount_clean_roll c_mount_clean_roll
 t_case mount_files c_mount_files
+t_case mount_dump_fate c_mount_dump_fate
 t_case mount_delete c_mount_delete
 
 echo "topicctl: $pass passed, $fail failed, $skip skipped"

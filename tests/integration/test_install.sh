@@ -1,0 +1,267 @@
+#!/bin/bash
+# test_install.sh - installed like a Linux program: `cmake --install`, the man pages,
+# the Debian package, the versions.
+#
+# Cases:
+#   install_tree        `cmake --install --prefix DIR` (and DESTDIR=) lays out the
+#                       programs, helper, unit, man pages, completion and docs, with
+#                       the prefix's paths filled in and no other absolute path
+#   installed_programs  the installed topicfs/topicctl/mount.topicfs print one version
+#                       (the package's, from debian/changelog); the installed helper
+#                       mounts a temporary data directory with the installed daemon
+#   man_pages           each page renders with `man -l` without a warning
+#   man_options         every option the programs accept is documented in their man
+#                       page, and every documented one is accepted
+#   completion          the topicctl completion completes commands, options and topics
+#   deb_package         dpkg-buildpackage builds the .deb from the tree; dpkg -c lists
+#                       what it must hold; lintian finds nothing; installed with dpkg,
+#                       `mount -t topicfs DATA MNT` works right after (then it is purged)
+. "$(dirname "$0")/lib.sh"
+t_require_daemon
+
+BUILD=$BUILD_DIR
+VERSION=$(sed -n '1s/^topicfs (\([^)]*\)).*/\1/p' "$T_REPO/debian/changelog")
+
+# The files an install must lay down, relative to the prefix (systemd's unit directory
+# follows the prefix: see CMakeLists.txt).
+expected_files() {
+	cat <<EOF
+bin/topicfs
+bin/topicctl
+sbin/mount.topicfs
+lib/systemd/system/topicfs@.service
+share/man/man8/topicfs.8
+share/man/man8/mount.topicfs.8
+share/man/man8/topicctl.8
+share/bash-completion/completions/topicctl
+share/doc/topicfs/README.md
+share/doc/topicfs/examples/example.mount
+EOF
+}
+
+# install_to PREFIX [DESTDIR]: configure BUILD for PREFIX and install into it.
+install_to() {
+	cmake -S "$T_REPO" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$1" > "$T_CASE/cmake.log" 2>&1 ||
+		{ cat "$T_CASE/cmake.log"; fail "cmake configure for prefix $1"; }
+	DESTDIR=${2:-} cmake --install "$BUILD" > "$T_CASE/install.log" 2>&1 ||
+		{ cat "$T_CASE/install.log"; fail "cmake --install to ${2:-}$1"; }
+}
+
+# The build dir's prefix is changed by these cases; put it back for the next ones.
+restore_prefix() {
+	t_on_exit "cmake -S '$T_REPO' -B '$BUILD' -DCMAKE_INSTALL_PREFIX=/usr/local"
+}
+
+c_install_tree() {
+	local p=$T_CASE/prefix d=$T_CASE/dest f
+	restore_prefix
+	install_to "$p"
+	while read -r f; do
+		assert_ok test -e "$p/$f"
+	done < <(expected_files)
+	for f in bin/topicfs bin/topicctl sbin/mount.topicfs; do assert_ok test -x "$p/$f"; done
+	# The prefix's own paths are filled in; no placeholder is left anywhere.
+	assert_ok grep -q "^ExecStart=$p/bin/topicfs " "$p/lib/systemd/system/topicfs@.service"
+	assert_ok grep -q "^installed_bin='$p/bin/topicfs'" "$p/sbin/mount.topicfs"
+	assert_eq "" "$(grep -rlI '@[A-Z_]*@' "$p" || true)" "files with unfilled @VAR@ placeholders"
+	# No absolute path of the build or source tree, and no other prefix, is baked in.
+	assert_eq "" "$(grep -rlI -e "$T_REPO" "$p" || true)" "installed files naming the source tree"
+	assert_eq "" "$(grep -rlI -e /usr/local "$p/share/man" "$p/lib" "$p/share/bash-completion" \
+		"$p/share/doc/topicfs/examples" || true)" \
+		"installed text files naming the source tree or another prefix"
+	# DESTDIR= stages a /usr install: the same layout under DESTDIR, paths of /usr.
+	install_to /usr "$d"
+	while read -r f; do
+		case $f in lib/systemd/*) ;; *) f=usr/$f ;; esac   # units: root_prefix is empty for /usr
+		assert_ok test -e "$d/$f"
+	done < <(expected_files)
+	assert_ok grep -q '^ExecStart=/usr/bin/topicfs ' "$d/lib/systemd/system/topicfs@.service"
+}
+
+c_installed_programs() {
+	local p=$T_CASE/prefix out
+	restore_prefix
+	install_to "$p"
+	assert_match '[0-9]+\.[0-9]+(\.[0-9]+)?(-[0-9A-Za-z.+~]+)?' "$VERSION" "version in debian/changelog"
+	out=$("$p/bin/topicfs" --version 2>&1)
+	assert_match "topicfs $VERSION \\(libfuse .*\\)" "$(printf '%s\n' "$out" | grep '^topicfs ')" "topicfs --version"
+	assert_eq "topicctl $VERSION" "$("$p/bin/topicctl" --version)" "topicctl --version"
+	assert_eq "mount.topicfs $VERSION" "$("$p/sbin/mount.topicfs" --version)" "mount.topicfs --version"
+	# The installed helper finds the installed daemon (not the build's) and mounts.
+	assert_eq "mount.topicfs: $p/bin/topicfs -o partitions=2 $DATA $MNT" \
+		"$(env -u TOPICFS_BIN PATH=/usr/bin:/bin "$p/sbin/mount.topicfs" "$DATA" "$MNT" -f -o defaults,partitions=2 2>&1)" \
+		"command run by the installed helper"
+	env -u TOPICFS_BIN "$p/sbin/mount.topicfs" "$DATA" "$MNT" -o partitions=2
+	t_track_mount "$MNT"
+	assert_ok mountpoint -q "$MNT"
+	mkdir "$MNT/t"
+	assert_eq "0 1" "$(ls "$MNT/t" | xargs)" "partitions of a topic made through the installed helper"
+	echo v > "$MNT/t/1/k"
+	assert_cat "$MNT/t/1/k" $'v\n'
+	umount "$MNT"
+	for i in $(seq 100); do pgrep -f "$p/bin/topicfs .*$MNT" >/dev/null || break; sleep 0.1; done
+	assert_fails pgrep -f "$p/bin/topicfs .*$MNT"
+}
+
+c_man_pages() {
+	local page out
+	need man
+	for page in "$T_REPO"/man/*.8; do
+		out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null)
+		assert_eq "" "$out" "warnings rendering $(basename "$page")"
+		assert_ok test "$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$page" 2>/dev/null | wc -l)" -gt 40
+	done
+}
+
+c_man_options() {
+	"$T_PY" - "$T_REPO" "$BUILD/topicfs" "$BUILD/topicctl" <<'PY'
+import re, subprocess, sys
+repo, topicfs, topicctl = sys.argv[1:4]
+bad = []
+
+def man(name):
+    return open(f"{repo}/man/{name}.8").read()
+
+def run(*argv):
+    p = subprocess.run(argv, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+# topicfs: "-o NAME[=...]" of its own help block, and each NAME in the config lists.
+rc, out = run(topicfs, "--help")
+ours = out.split("\n\n    -h")[0]
+accepted = set(re.findall(r"^    -o ([a-z_.]+)", ours, re.M)) - {"NAME"}
+for line in re.findall(r"-o NAME=VALUE .*\n +([a-z. ]+)$", ours, re.M):
+    accepted |= set(line.split())
+page = man("topicfs")
+section = page.split(".SS topicfs mount options")[1].split(".SS libfuse options")[0]
+documented = set(re.findall(r'^\.TP\n\.BI? "?([a-z_.]+)=?', section, re.M))
+for n in sorted(accepted - documented):
+    bad.append(f"topicfs(8) does not document -o {n}")
+for n in sorted(documented - accepted):
+    bad.append(f"topicfs(8) documents -o {n}, which topicfs --help does not list")
+# each documented option is accepted by the parser: a bad value is refused by name
+for n in sorted(documented):
+    rc, msg = run(topicfs, "-o", f"{n}=\x01bad", "/nonexistent-data", "/nonexistent-mnt")
+    if f"bad mount option {n}" not in msg and n not in ("ro", "reader_cache", "fault"):
+        bad.append(f"topicfs does not check -o {n}=VALUE: {msg.strip()[:120]}")
+
+# topicctl: the commands, and each command's long options, both ways.
+rc, out = run(topicctl, "--help")
+cmds = re.findall(r"^  ([a-z]+) ", out.split("Commands:")[1], re.M)
+page = man("topicctl")
+sections = dict(re.findall(r"^\.SS (\S+)\n(.*?)(?=^\.SS |^\.SH )", page, re.M | re.S))
+for c in cmds:
+    if c not in sections:
+        bad.append(f"topicctl(8) has no section for command {c}")
+        continue
+    rc, help_ = run(topicctl, c, "--help")
+    takes = set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", help_))
+    doc = set(re.findall(r"\\-\\-([a-z][a-z\\-]*)", sections[c]))
+    doc = {d.replace("\\-", "-") for d in doc}
+    for o in sorted(takes - doc):
+        bad.append(f"topicctl(8) {c}: --{o} is not documented")
+    for o in sorted(doc - takes):
+        bad.append(f"topicctl(8) {c}: documents --{o}, which '{c} --help' does not list")
+    for o in sorted(doc):
+        rc, msg = run(topicctl, c, f"--{o}", "--help")
+        if "unknown option" in msg:
+            bad.append(f"topicctl {c} refuses documented --{o}")
+for c in sections:
+    if c not in cmds:
+        bad.append(f"topicctl(8) documents command {c}, which topicctl does not have")
+
+# mount.topicfs: the flags its option loop takes, against the page.
+script = open(f"{repo}/mount-helpers/mount.topicfs").read()
+takes = set(re.findall(r"^\t(-[A-Za-z](?: \| --[a-z]+)?)\)", script, re.M))
+flags = set()
+for t in takes:
+    flags |= {f.strip() for f in t.split("|")}
+flags |= {"-" + f for f in re.findall(r"^\t\t\t([a-z]) ?\)", script, re.M)}
+flags |= {"-" + f for f in re.findall(r"^\t\t\t([a-z]) \| ([a-z])\)", script, re.M) for f in f}
+page = man("mount.topicfs").split(".SH OPTIONS")[1].split(".SH ")[0]
+doc = {d.replace("\\-", "-") for d in re.findall(r"^\.BI? (?:\"?)(\\-[A-Za-z]|\\-\\-[a-z]+)", page, re.M)}
+for short, long_ in re.findall(r'^\.BR (\\-[A-Za-z]) ", " (\\-\\-[a-z]+)', page, re.M):
+    doc |= {short.replace("\\-", "-"), long_.replace("\\-", "-")}
+for f in sorted(flags - doc):
+    bad.append(f"mount.topicfs(8) does not document {f}")
+for f in sorted(doc - flags):
+    bad.append(f"mount.topicfs(8) documents {f}, which the helper does not take")
+
+for b in bad:
+    print("# " + b)
+sys.exit(1 if bad else 0)
+PY
+}
+
+c_completion() {
+	need bash
+	local out
+	t_mount
+	mkdir "$MNT/orders" "$MNT/users"
+	out=$(PATH=$BUILD:$PATH bash -c '
+		. "$1"/completion/topicctl
+		COMP_WORDS=(topicctl st); COMP_CWORD=1; _topicctl; echo "cmds: ${COMPREPLY[*]}"
+		COMP_WORDS=(topicctl dump --r); COMP_CWORD=2; _topicctl; echo "opts: ${COMPREPLY[*]}"
+		COMP_WORDS=(topicctl create x --config segment.b); COMP_CWORD=4; _topicctl; echo "cfg: ${COMPREPLY[*]}"
+		COMP_WORDS=(topicctl describe ""); COMP_CWORD=2; _topicctl; echo "mounts: ${COMPREPLY[*]}"
+		COMP_WORDS=(topicctl describe "$2/"); COMP_CWORD=2; _topicctl; echo "topics: ${COMPREPLY[*]}"
+	' _ "$T_REPO" "$MNT")
+	printf '%s\n' "$out" | sed 's/^/# /'
+	assert_eq "cmds: status" "$(grep '^cmds:' <<< "$out")" "commands completed from 'st'"
+	assert_eq "opts: --records" "$(grep '^opts:' <<< "$out")" "options of dump from '--r'"
+	assert_eq "cfg: segment.bytes=" "$(grep '^cfg:' <<< "$out")" "config names after --config"
+	assert_match "mounts: (.* )?$MNT( .*)?" "$(grep '^mounts:' <<< "$out")" "topicfs mounts offered first"
+	assert_eq "topics: $MNT/orders $MNT/users" "$(grep '^topics:' <<< "$out")" "topics under the mount"
+	t_umount
+}
+
+c_deb_package() {
+	need dpkg-buildpackage dh lintian dpkg-deb
+	local src=$T_CASE/src out f want rc=0
+	if dpkg-query -W -f='${Status}' topicfs 2>/dev/null | grep -q 'install ok installed'; then
+		skip "a topicfs package is installed on this machine already; not replacing it"
+	fi
+	# The tree as it is now (tracked and new files, not build output).
+	mkdir "$src"
+	(cd "$T_REPO" && git ls-files -z --cached --others --exclude-standard |
+		xargs -0 cp --parents -t "$src" 2>/dev/null) || (cd "$T_REPO" && tar --exclude='./build*' -cf - . | tar -C "$src" -xf -)
+	(cd "$src" && dpkg-buildpackage -us -uc -b) > "$T_CASE/dpkg-buildpackage.log" 2>&1 ||
+		{ tail -n 40 "$T_CASE/dpkg-buildpackage.log"; fail "dpkg-buildpackage -us -uc -b"; }
+	f=$(ls "$T_CASE"/topicfs_"$VERSION"_*.deb)
+	assert_ok test -f "$f"
+	dpkg -c "$f" | sed 's/^/# /'
+	while read -r want; do
+		case $want in
+		lib/systemd/*) assert_match "\./(usr/)?$want" "$(dpkg -c "$f" | awk '{print $6}' | grep "$want\$" || true)" "$want in the .deb" ;;
+		share/doc/topicfs/README.md) assert_ok sh -c "dpkg -c '$f' | grep -q './usr/share/doc/topicfs/README.md'" ;;
+		share/man/*) assert_ok sh -c "dpkg -c '$f' | grep -q './usr/$want.gz\$'" ;;
+		*) assert_ok sh -c "dpkg -c '$f' | grep -q './usr/$want\$'" ;;
+		esac
+	done < <(expected_files)
+	# Dependencies are computed by dh_shlibdeps, not listed by hand.
+	assert_match '.*libfuse3-3.*liburing2.*' "$(dpkg-deb -f "$f" Depends)" "Depends: of the .deb"
+	out=$(lintian --tag-display-limit 0 "$f" 2>&1 | grep -v 'running with root privileges' || true)
+	printf '%s\n' "$out" | sed 's/^/# lintian: /'
+	assert_eq "" "$out" "lintian's findings"
+	# Installed, it works at once: mount -t topicfs finds the helper, the helper the daemon.
+	t_on_exit "dpkg -P topicfs"
+	dpkg -i "$f" > "$T_CASE/dpkg-i.log" 2>&1 || { cat "$T_CASE/dpkg-i.log"; fail "dpkg -i"; }
+	assert_eq "topicfs $VERSION" "$(/usr/bin/topicfs --version | grep '^topicfs ' | cut -d' ' -f1,2)" "installed topicfs"
+	mount -t topicfs "$DATA" "$MNT" -o partitions=3 || rc=$?
+	t_track_mount "$MNT"
+	assert_eq 0 "$rc" "mount -t topicfs with the package installed"
+	mkdir "$MNT/t"
+	assert_eq "0 1 2" "$(ls "$MNT/t" | xargs)" "partitions through mount -t topicfs -o partitions=3"
+	assert_match ".* on $MNT type fuse.topicfs .*" "$(mount | grep " $MNT ")" "mount table entry"
+	umount "$MNT"
+	dpkg -P topicfs > /dev/null 2>&1
+	assert_fails test -e /usr/sbin/mount.topicfs
+}
+
+t_test install_tree c_install_tree
+t_test installed_programs c_installed_programs
+t_test man_pages c_man_pages
+t_test man_options c_man_options
+t_test completion c_completion
+t_test deb_package c_deb_package
+t_done
