@@ -503,6 +503,7 @@ int tfs_record_iter_reset(struct tfs_record_iter *it, const uint8_t *buf, size_t
 		goto out;
 	}
 	it->remaining = it->h.records_count;
+	it->last_delta = -1;
 out:
 	if (rc)
 		it->p = it->end = NULL;
@@ -536,6 +537,10 @@ static int record_parse(struct tfs_record_iter *it, struct tfs_record *r, const 
 	if (rc < 0)
 		return corrupt(why, "bad offset delta varint");
 	p += rc;
+	/* Offsets rise within a batch and end at its last offset: a record that
+	 * breaks this would be read at another record's offset. */
+	if (r->offset_delta <= it->last_delta || r->offset_delta > it->h.last_offset_delta)
+		return corrupt(why, "record offset delta out of order or past the last offset delta");
 	rc = bytes_get(&p, body_end, true, &r->key, &r->key_null, why);
 	if (rc)
 		return rc;
@@ -568,6 +573,7 @@ static int record_parse(struct tfs_record_iter *it, struct tfs_record *r, const 
 		r->timestamp = add_wrap(it->h.base_timestamp, r->timestamp_delta);
 	r->raw = tfs_slice_make(start, (size_t)(body_end - start));
 	it->p = body_end;
+	it->last_delta = r->offset_delta;
 	return 0;
 }
 
@@ -884,6 +890,7 @@ int tfs_record_decode_one(const struct tfs_batch_header *h, const uint8_t *raw, 
 	it.p = raw;
 	it.end = raw + len;
 	it.remaining = 1;
+	it.last_delta = -1;           /* one record: only the batch's bounds apply */
 	rc = record_parse(&it, r, why);
 	if (rc == 0 && it.p != it.end)
 		rc = corrupt(why, "bytes after the record");

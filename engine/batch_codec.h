@@ -152,6 +152,7 @@ struct tfs_record_iter {
 	struct tfs_batch_header h;
 	const uint8_t *p, *end;     /* the (decompressed) records region */
 	int32_t remaining;
+	int32_t last_delta;         /* offset delta of the record returned last, -1 */
 	struct tfs_inflater z;      /* decompression buffer and contexts, owned */
 	size_t max_decompressed;    /* refuse larger bodies (TFS_ECORRUPT); 0 = 64 MiB */
 };

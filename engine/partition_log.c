@@ -198,6 +198,7 @@ fail:
 		if (pl->dirfd >= 0)
 			close(pl->dirfd);
 		tfs_keydir_destroy(pl->kd);
+		free(pl->uncleanable_reason);   /* recovery may have set it */
 		free(pl->path);
 		free(pl);
 	}

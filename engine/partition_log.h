@@ -127,8 +127,9 @@ typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs
  * committed (NULL ok) is called with the records once they are. Refusals change
  * nothing and are logged with their reason: -EINVAL (not one whole batch,
  * control, transactional, log-append-time or delete-horizon batch, no records,
- * offset deltas other than 0..n-1, a producer id without a sequence),
- * -EBADMSG (a CRC or record structure that does not check), -EFBIG (larger than
+ * a record count other than last offset delta + 1, a producer id without a
+ * sequence), -EBADMSG (a CRC or record structure that does not check, offset
+ * deltas that do not rise from 0 to the last offset delta), -EFBIG (larger than
  * max.message.bytes), TFS_EUNSUPPORTED (magic 0/1). Otherwise
  * as tfs_plog_append. */
 int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,

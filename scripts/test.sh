@@ -4,7 +4,8 @@
 #      each on both I/O backends (io_uring and pread/pwrite);
 #   2. the threaded engine tests under ThreadSanitizer;
 #   3. interoperability with kafka-python (an independent Kafka decoder);
-#   4. integration tests that mount topicfs and drive it with shell tools.
+#   4. integration tests that mount topicfs and drive it with shell tools;
+#   5. each libFuzzer harness for a bounded time (tests/fuzz/run.sh).
 # Usage (as root on Debian 12): scripts/test.sh        Ends with "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +62,10 @@ if [ -x tests/integration/run.sh ]; then
 fi
 if [ -x tests/topicctl/test_topicctl.sh ]; then
 	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
+fi
+# libFuzzer harnesses (clang), each for FUZZ_SECONDS from the committed corpus.
+if [ -x tests/fuzz/run.sh ]; then
+	step "fuzzing (clang, asan+ubsan)" tests/fuzz/run.sh
 fi
 
 echo

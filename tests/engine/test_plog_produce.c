@@ -495,7 +495,8 @@ static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
 	assert_refused(f, b, len, -EINVAL);
 	free(b);
 
-	/* offset deltas 0, 0, 2, 3, 4: the count still matches the last delta */
+	/* offset deltas 0, 0, 2, 3, 4: the count still matches the last delta, but a
+	 * record whose offset does not rise is not a record of this batch */
 	b = producer_batch(f, TFS_CODEC_NONE, -1, -1, &len);
 	{
 		struct tfs_record_iter it;
@@ -511,7 +512,7 @@ static void what_a_broker_refuses_is_refused_and_changes_nothing(void **state)
 		tfs_record_iter_release(&it);
 	}
 	fix_crc(b, len);
-	assert_refused(f, b, len, -EINVAL);
+	assert_refused(f, b, len, -EBADMSG);
 	free(b);
 
 	{   /* an empty batch, as the cleaner leaves */
