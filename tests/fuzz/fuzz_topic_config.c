@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char in_path[4096], out_path[4096], again_path[4096];
 	struct tfs_topic_config c, c0, c2;
-	struct tfs_topic_meta m = { 1000, 1000, 0750, 1 }, m0, m2;
+	struct tfs_topic_meta m = { .uid = 1000, .gid = 1000, .mode = 0750, .partitions = 1 }, m0, m2;
 	uint8_t *saved = NULL, *resaved = NULL;
 	long saved_len, resaved_len;
 	int rc;
@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(rc == 0, "an accepted config does not save: %s", tfs_strerror(rc));
 	memset(&c2, 0, sizeof(c2));
 	tfs_topic_config_defaults(&c2);
-	m2 = (struct tfs_topic_meta){ 0, 0, 0, 1 };
+	m2 = (struct tfs_topic_meta){ .partitions = 1 };
 	rc = tfs_topic_config_load(out_path, &c2, &m2);
 	FZ_CHECK(rc == 0, "a saved config does not load: %s", tfs_strerror(rc));
 	same_config(&c, &m, &c2, &m2);
