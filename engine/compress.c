@@ -34,6 +34,7 @@
 #define XERIAL_COMPAT 1
 #define BE32_BYTES 4
 #define GZIP_SLACK_BYTES (64u << 10)
+#define ZSTD_WINDOW_LOG_DEFAULT 27       /* libzstd's decoder default (128 MiB) */
 
 static const uint8_t xerial_magic[8] = { 0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0 };
 
@@ -145,6 +146,19 @@ static int zstd_stream(struct tfs_inflater *z, const uint8_t *src, size_t len, s
 	return 0;
 }
 
+/* The smallest window log that covers limit bytes, within what libzstd accepts
+ * and never past its own default. */
+static int window_log_max(size_t limit)
+{
+	ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
+	int log = b.lowerBound, top = b.upperBound < ZSTD_WINDOW_LOG_DEFAULT ? b.upperBound
+	                                                                   : ZSTD_WINDOW_LOG_DEFAULT;
+
+	while (log < top && ((size_t)1 << log) < limit)
+		log++;
+	return log;
+}
+
 /* A frame that states its size (python-zstandard, our own) decodes in one call into
  * a buffer of exactly that size; anything else is streamed. */
 static int zstd_inflate(struct tfs_inflater *z, const uint8_t *src, size_t len, size_t limit,
@@ -165,6 +179,11 @@ static int zstd_inflate(struct tfs_inflater *z, const uint8_t *src, size_t len, 
 	} else {
 		ZSTD_DCtx_reset(z->zstd, ZSTD_reset_session_only);
 	}
+	/* A frame without a content size makes the decoder allocate the window its
+	 * header names, up to 128 MiB for a few bytes of input; no window wider than
+	 * the whole output is of use, so none is allowed past the limit. */
+	if (ZSTD_isError(ZSTD_DCtx_setParameter(z->zstd, ZSTD_d_windowLogMax, window_log_max(limit))))
+		return -EINVAL;
 	if (stated == ZSTD_CONTENTSIZE_UNKNOWN || ZSTD_findFrameCompressedSize(src, len) != len)
 		return zstd_stream(z, src, len, limit, out_len, why);
 	rc = reserve(z, (size_t)stated);

@@ -454,6 +454,20 @@ static int resize_locked(struct tfs_scratch_file *f, size_t len)
 		}
 		memset(f->data + f->len, 0, len - f->len);
 	} else {
+		/* The bound is of memory: what a cut frees goes back to the heap, or a
+		 * file filled and truncated would keep its bytes uncounted. A shrink
+		 * failing leaves the larger block, which is only wasteful. */
+		if (f->cap > len + len / 2) {
+			uint8_t *nd = len ? realloc(f->data, len) : NULL;
+			if (!len) {
+				free(f->data);
+				f->data = NULL;
+				f->cap = 0;
+			} else if (nd) {
+				f->data = nd;
+				f->cap = len;
+			}
+		}
 		release_bytes(s, f->len - len);
 	}
 	f->len = len;

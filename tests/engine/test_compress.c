@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <lz4frame.h>
 #include <snappy-c.h>
+#include <zstd.h>
 
 #include "engine/batch_codec.h"
 #include "engine/compress.h"
@@ -252,6 +253,40 @@ static void test_bombs(void **state)
 	tfs_inflater_release(&z);
 }
 
+/* A zstd frame of a few bytes without a content size whose header names a
+ * 128 MiB window: the decoder may not allocate a window past the limit. */
+static void test_zstd_window_bomb(void **state)
+{
+	enum { WINDOW_LOG = 27, WINDOW_LOG_BASE = 10, RLE_BLOCK = 1, BLOCK_BYTES = 1000,
+	       BLOCKS = 2 };
+	const size_t limit = (size_t)1 << 20;
+	struct tfs_inflater z = { 0 };
+	uint8_t f[32];
+	size_t n = 0, out = 0;
+	int rc;
+	(void)state;
+
+	f[n++] = 0x28; f[n++] = 0xb5; f[n++] = 0x2f; f[n++] = 0xfd;   /* magic */
+	f[n++] = 0;                                   /* no content size, no checksum */
+	f[n++] = (WINDOW_LOG - WINDOW_LOG_BASE) << 3; /* window descriptor */
+	for (int b = 0; b < BLOCKS; b++) {
+		uint32_t h = (uint32_t)BLOCK_BYTES << 3 | RLE_BLOCK << 1 | (b == BLOCKS - 1);
+		f[n++] = (uint8_t)h;
+		f[n++] = (uint8_t)(h >> 8);
+		f[n++] = (uint8_t)(h >> 16);
+		f[n++] = 'x';
+	}
+	rc = tfs_inflate(&z, TFS_CODEC_ZSTD, f, n, limit, &out, NULL);
+	assert_true(rc == 0 || rc == TFS_ECORRUPT);
+	if (z.zstd)
+		assert_true(ZSTD_sizeof_DCtx(z.zstd) <= 2 * limit);
+	/* a window within the limit still decodes */
+	f[5] = 0;
+	assert_int_equal(tfs_inflate(&z, TFS_CODEC_ZSTD, f, n, limit, &out, NULL), 0);
+	assert_int_equal(out, BLOCKS * BLOCK_BYTES);
+	tfs_inflater_release(&z);
+}
+
 /* Batches in every codec, through the batch builder and iterator. */
 static void test_batches_every_codec(void **state)
 {
@@ -308,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_other_writers),
 		cmocka_unit_test(test_every_truncation_and_flip),
 		cmocka_unit_test(test_bombs),
+		cmocka_unit_test(test_zstd_window_bomb),
 		cmocka_unit_test(test_batches_every_codec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

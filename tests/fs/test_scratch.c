@@ -14,6 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+size_t __sanitizer_get_current_allocated_bytes(void);   /* libasan; gcc ships no header */
+#else
+#include <malloc.h>
+#endif
+
 #include "fs/scratch.h"
 
 /* Fake topics: the store only compares their pointers and asks for references. */
@@ -375,6 +381,44 @@ struct racer {
 	size_t written;
 };
 
+/* Bytes the heap holds for the program now. */
+static size_t heap_bytes(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return __sanitizer_get_current_allocated_bytes();
+#else
+	struct mallinfo2 mi = mallinfo2();
+	return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+/* The bound is of memory: a file cut short gives its memory back, so files
+ * filled and truncated one after another cannot hold more than the bound. */
+static void test_truncate_frees(void **state)
+{
+	enum { FILES = 8 };
+	const size_t bound = 1u << 20, slack = 64u << 10;
+	struct fixture *fx = *state;
+	struct tfs_scratch_file *f[FILES];
+	uint8_t *big = calloc(1, bound);
+	size_t before;
+
+	assert_non_null(big);
+	before = heap_bytes();
+	for (int i = 0; i < FILES; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), ".t%d", i);
+		f[i] = make(fx, TA, 0, name);
+		assert_int_equal(tfs_scratch_write(f[i], big, bound, 0, false), (ssize_t)bound);
+		assert_int_equal(tfs_scratch_truncate(f[i], 0), 0);
+	}
+	assert_int_equal(bytes_used(fx), 0);
+	assert_true(heap_bytes() - before <= bound + bound / 2 + slack);
+	for (int i = 0; i < FILES; i++)
+		tfs_scratch_put(f[i]);
+	free(big);
+}
+
 static void *race(void *arg)
 {
 	struct racer *r = arg;
@@ -433,6 +477,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_topics, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_names, setup_large, teardown),
 		cmocka_unit_test_setup_teardown(test_race, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncate_frees, setup_large, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
