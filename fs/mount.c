@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/history_fate.h"
 #include "fs/node.h"
 #include "fs/opts.h"
 #include "io/log.h"
@@ -79,6 +80,8 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 	if (rc == 0)
 		rc = tfs_scratch_create(&tops, o->scratch_max_bytes, o->scratch_max_files,
 		                        &m->scratch);
+	if (rc == 0)
+		rc = tfs_fate_cache_create(&m->fates);
 	if (rc < 0)
 		goto fail;
 	*out = m;
@@ -117,6 +120,7 @@ void tfs_mount_destroy(struct tfs_mount *m)
 	tfs_scratch_destroy(m->scratch);       /* after the nodes and handles that use it:
 	                                        * scratch files end with the mount */
 	tfs_readcache_destroy(m->readcache);   /* its topic references, before the engine */
+	tfs_fate_cache_destroy(m->fates);
 	tfs_engine_close(m->engine);
 	pthread_mutex_destroy(&m->handles_lock);
 	pthread_mutex_destroy(&m->deferred_lock);

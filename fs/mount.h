@@ -47,6 +47,7 @@ struct tfs_fs_stats {
 	atomic_uint_fast64_t bulk_records;     /* records appended through .append/.put/.batches */
 	atomic_uint_fast64_t bulk_writes;      /* write(2) calls on .append/.put/.batches */
 	atomic_uint_fast64_t tombstones;       /* unlink + rename */
+	atomic_uint_fast64_t dry_runs;         /* fate / next_pass (history_fate.c) */
 	atomic_uint_fast64_t lookups;
 	atomic_uint_fast64_t write_seq;        /* orders writes of key handles */
 };
@@ -57,6 +58,7 @@ struct tfs_mount {
 	struct tfs_inode_table *inodes;
 	struct tfs_notifier *notifier;         /* NULL until started */
 	struct tfs_readcache *readcache;       /* windows for opening keys (node_key.c) */
+	struct tfs_fate_cache *fates;          /* the last dry run (history_fate.c) */
 	struct tfs_scratch *scratch;           /* the dot-named scratch files (scratch.h) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;

@@ -145,6 +145,9 @@ static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *r
 	        stat_of(&m->stats.bulk_writes));
 	counter(f, "topicfs_fs_tombstones_total", "Tombstones written by unlink and rename.",
 	        stat_of(&m->stats.tombstones));
+	counter(f, "topicfs_fs_dry_runs_total",
+	        "Dry runs of a next pass for the fate and next_pass attributes.",
+	        stat_of(&m->stats.dry_runs));
 	counter(f, "topicfs_fs_lookups_total", "Lookups answered with a node.",
 	        stat_of(&m->stats.lookups));
 	counter(f, "topicfs_fs_invalidations_total", "Cache invalidations sent to the kernel.",

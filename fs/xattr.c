@@ -718,6 +718,8 @@ void tfs_xattr_set(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, cons
 	} else {
 		rc = -ENOTSUP;
 	}
+	if (rc == 0)
+		tfs_fate_cache_invalidate(m->fates);   /* a config, roll or clean moves fates */
 	tfs_reply_err(req, rc, "xattr");
 }
 
@@ -740,5 +742,7 @@ void tfs_xattr_remove(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, c
 	rc = tfs_topic_config_get(&m->topic_defaults, sub, val, sizeof(val));
 	if (rc == 0)
 		rc = tfs_topic_set_config(n->topic, sub, val);
+	if (rc == 0)
+		tfs_fate_cache_invalidate(m->fates);
 	tfs_reply_err(req, rc, "xattr");
 }

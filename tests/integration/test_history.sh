@@ -142,6 +142,34 @@ c_history_open_entry_survives_a_swap() {
 # The views of the A/B/C example: keys A B C updated so that offsets 0-8 exist, 8 in
 # the active segment. Offset 3 (C=30) stays at this pass: C=31 is in the active
 # segment, which the offset map never reads; once 8 is closed, 3 goes too.
+dry_runs() { awk '$1 == "topicfs_fs_dry_runs_total" { print $2 }' "$MNT/.topicfs/metrics"; }
+
+# getfattr of `fate` on every entry of a partition is one dry run, not one per entry
+# (any reader could otherwise make the daemon read the log once per entry); a config
+# change through the mount makes the next fate a new one; next_pass makes its own
+# (one per getfattr, whose two reads of size and value share it).
+c_history_fates_share_one_dry_run() {
+	t_mount -o log.cleaner.threads=0,segment.bytes=2048
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 i before after
+	for i in $(seq 60); do echo "v$i" > "$p/k$((i % 7))"; done
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	before=$(dry_runs)
+	getfattr -n user.topicfs.fate "$p"/.history/* > "$T_CASE/fates" 2>&1
+	after=$(dry_runs)
+	assert_eq 60 "$(grep -c '^user.topicfs.fate=' "$T_CASE/fates")" "fates read"
+	assert_eq $((before + 1)) "$after" "dry runs for 60 fates"
+	setfattr -n user.topicfs.delete.retention.ms -v 5 "$MNT/t"
+	getfattr -n user.topicfs.fate "$p/.history/$(t_off 0)" > /dev/null
+	assert_eq $((after + 1)) "$(dry_runs)" "dry runs after a config change"
+	getfattr -n user.topicfs.next_pass "$p" > /dev/null
+	assert_eq $((after + 2)) "$(dry_runs)" "next_pass makes its own run"
+	echo more > "$p/k1"
+	getfattr -n user.topicfs.next_pass "$p" > /dev/null
+	assert_eq $((after + 3)) "$(dry_runs)" "next_pass after a write"
+	t_umount
+}
+
 c_history_views_and_fates() {
 	t_mount -o log.cleaner.threads=0
 	mkdir "$MNT/t"
@@ -339,6 +367,7 @@ t_test history_grows_while_open c_history_grows_while_open
 t_test remount_keeps_everything c_remount_keeps_everything
 t_test history_open_entry_survives_a_swap c_history_open_entry_survives_a_swap
 t_test history_views_and_fates c_history_views_and_fates
+t_test history_fates_share_one_dry_run c_history_fates_share_one_dry_run
 t_test history_fates_predict_the_pass c_history_fates_predict_the_pass
 t_test history_listing_during_swaps c_history_listing_during_swaps
 t_done
