@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,11 @@
 
 #define TOPIC_NAME_MAX 249           /* Kafka's limit */
 #define DEFAULT_MAX_OPEN_FILES 4096
+/* Of the process's descriptor limit, the share the segment fd cache may take: the
+ * rest is for what is not cached (FUSE, io_uring rings, directories opened for a
+ * roll or a pass, temporary index files, the cleaner's files). */
+#define FDCACHE_LIMIT_SHARE_PERCENT 75
+#define FDCACHE_MIN_OPEN 16
 #define DEFAULT_TOPIC_MODE 0755
 #define PATH_CAP 4096
 #define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
@@ -664,7 +670,7 @@ static int load_configs(struct tfs_engine *e)
 
 	if (e->cfgfd < 0)
 		return 0;
-	d = fdopendir(dup(e->cfgfd));
+	d = tfs_dir_stream(e->cfgfd);
 	if (!d)
 		return -errno;
 	rewinddir(d);
@@ -696,7 +702,7 @@ static int load_configs(struct tfs_engine *e)
 
 static int load_topics(struct tfs_engine *e)
 {
-	DIR *d = fdopendir(dup(e->dirfd));
+	DIR *d = tfs_dir_stream(e->dirfd);
 	struct dirent *de;
 	char topic[TOPIC_NAME_MAX + 1], path[PATH_CAP];
 	int rc = 0;
@@ -802,6 +808,29 @@ static int load_topics(struct tfs_engine *e)
 	return 0;
 }
 
+/* The fd cache's bound: the configured one, lowered to a share of the process's
+ * descriptor limit (logged), so that the cache reaches its own bound before the
+ * process reaches the kernel's. */
+static unsigned fdcache_bound(unsigned want)
+{
+	struct rlimit rl;
+	uint64_t cap;
+
+	if (want == 0)
+		want = DEFAULT_MAX_OPEN_FILES;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return want;
+	cap = (uint64_t)rl.rlim_cur * FDCACHE_LIMIT_SHARE_PERCENT / 100;
+	if (cap < FDCACHE_MIN_OPEN)
+		cap = FDCACHE_MIN_OPEN;
+	if (want <= cap)
+		return want;
+	tfs_log_warn("engine", "max_open_files=%u is above %d%% of the descriptor limit (%llu): "
+	             "using %llu", want, FDCACHE_LIMIT_SHARE_PERCENT,
+	             (unsigned long long)rl.rlim_cur, (unsigned long long)cap);
+	return (unsigned)cap;
+}
+
 static void *flusher_main(void *arg)
 {
 	struct tfs_engine *e = arg;
@@ -889,8 +918,7 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		tfs_log_error("engine", "bad fault spec \"%s\"", cfg->fault_spec);
 		goto fail;
 	}
-	e->fdcache = tfs_fdcache_create(e->io, cfg->max_open_files ? cfg->max_open_files :
-	                                DEFAULT_MAX_OPEN_FILES);
+	e->fdcache = tfs_fdcache_create(e->io, fdcache_bound(cfg->max_open_files));
 	if (!e->fdcache) {
 		rc = -ENOMEM;
 		goto fail;

@@ -39,6 +39,10 @@
 #define MAX_BATCH_BYTES (256u << 20)
 #define PATH_CAP 4096
 #define REASON_CAP 512
+/* A segment from this size on feeds the key directory on a second thread
+ * (keydir_feed.c); below it a thread costs more than it saves, and a wide topic's
+ * partitions mostly hold a few records each. */
+#define FEED_MIN_BYTES (1u << 20)
 
 struct dir_scan {
 	tfs_offset_t *logs;                 /* bases of *.log files */
@@ -86,7 +90,7 @@ static void remove_file(struct tfs_plog *pl, const char *name, const char *why)
  * Leaves .swap files for complete_swaps(). */
 static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
 {
-	DIR *dir = fdopendir(dup(pl->dirfd));
+	DIR *dir = tfs_dir_stream(pl->dirfd);
 	struct dirent *de;
 	int rc = 0;
 
@@ -129,7 +133,7 @@ static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
  * go; complete swaps are finished. Kafka's crash matrix (reference §2.9). */
 static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 {
-	DIR *dir = fdopendir(dup(pl->dirfd));
+	DIR *dir = tfs_dir_stream(pl->dirfd);
 	struct dirent *de;
 	char **swaps = NULL;
 	size_t nswaps = 0, cap = 0;
@@ -241,7 +245,7 @@ out:
  * swap or retention renamed the .log first) are removed, as Kafka's loader does. */
 static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
 {
-	DIR *dir = fdopendir(dup(pl->dirfd));
+	DIR *dir = tfs_dir_stream(pl->dirfd);
 	struct dirent *de;
 
 	if (!dir)
@@ -280,8 +284,14 @@ static int index_keys(struct tfs_plog *pl, struct tfs_record_iter *it, const uin
 		struct tfs_keyinfo info = { r.offset, r.timestamp, (uint32_t)r.value.len };
 		if (r.key_null)
 			continue;
-		if (tfs__kdfeed_add(pl->kdfeed, r.key, r.value_null, &info) < 0)
+		if (!pl->kdfeed) {
+			if (r.value_null)
+				tfs_keydir_remove(pl->kd, r.key, r.offset);
+			else if (tfs_keydir_put(pl->kd, r.key, &info) < 0)
+				return -ENOMEM;
+		} else if (tfs__kdfeed_add(pl->kdfeed, r.key, r.value_null, &info) < 0) {
 			return -ENOMEM;
+		}
 	}
 	return rc;
 }
@@ -310,6 +320,11 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 			return -errno;
 		file_size = end;
 	}
+	/* the feed's thread starts with the first large segment (the keys of the
+	 * smaller ones before it are applied already, so the order holds) */
+	if (file_size >= (tfs_pos_t)FEED_MIN_BYTES && !pl->kdfeed &&
+	    (rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed)) < 0)
+		return rc;
 	tfs_segment_reset_index(seg);
 	while (pos < file_size) {
 		struct tfs_batch_header h;
@@ -317,7 +332,10 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 
 		/* make at least a header available */
 		if (pos + TFS_BATCH_HEADER_BYTES > wstart + (tfs_pos_t)wlen) {
-			size_t want = RECOVERY_CHUNK;
+			/* no more than the file holds: a small partition's open then costs
+			 * no large allocation */
+			size_t want = file_size - pos < (tfs_pos_t)RECOVERY_CHUNK ? (size_t)(file_size - pos)
+			                                                          : RECOVERY_CHUNK;
 			ssize_t n;
 			if (want > *cap) {
 				uint8_t *p = realloc(*buf, want);
@@ -427,9 +445,6 @@ int tfs__plog_recover(struct tfs_plog *pl)
 	int rc;
 
 	tfs_record_iter_init(&it);
-	rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed);
-	if (rc < 0)
-		goto out;
 	rc = list_dir(pl, &d, &have_swap);
 	if (rc < 0)
 		goto out;
@@ -483,7 +498,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 			}
 		}
 	}
-	rc = tfs__kdfeed_finish(pl->kdfeed);
+	rc = pl->kdfeed ? tfs__kdfeed_finish(pl->kdfeed) : 0;
 	pl->kdfeed = NULL;
 	if (rc < 0)
 		goto out;
