@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "engine/cleaner.h"
@@ -831,6 +832,20 @@ static unsigned fdcache_bound(unsigned want)
 	return (unsigned)cap;
 }
 
+/* A writable open of a data directory on a read-only filesystem would fail file
+ * by file; say so once instead, and name the way out. */
+static int check_writable(const struct tfs_engine *e)
+{
+	struct statvfs vfs;
+
+	if (fstatvfs(e->dirfd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+		tfs_log_error("engine", "data directory %s is on a read-only filesystem: mount "
+		              "with -o ro to read it", e->data_dir);
+		return -EROFS;
+	}
+	return 0;
+}
+
 static void *flusher_main(void *arg)
 {
 	struct tfs_engine *e = arg;
@@ -901,6 +916,8 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		              tfs_strerror(rc));
 		goto fail;
 	}
+	if (!cfg->read_only && (rc = check_writable(e)) < 0)
+		goto fail;
 	if (!cfg->read_only && mkdirat(e->dirfd, CONFIG_DIR, 0755) < 0 && errno != EEXIST) {
 		rc = -errno;
 		tfs_log_error("engine", "cannot create %s/%s: %s", e->data_dir, CONFIG_DIR,
@@ -923,6 +940,8 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		rc = -ENOMEM;
 		goto fail;
 	}
+	if (cfg->read_only)
+		tfs_fdcache_set_read_only(e->fdcache);
 	rc = load_topics(e);
 	if (rc < 0)
 		goto fail;

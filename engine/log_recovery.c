@@ -17,7 +17,9 @@
  *   3. sealed segments whose .index/.timeindex are missing or differ from the
  *      rebuilt ones get them rewritten (logged).
  *   4. an empty directory gets an empty segment at offset 0.
- * A read-only open does steps 2 and 4 in memory only and changes no file.
+ * A read-only open changes no file: a torn tail is skipped in memory, a completed
+ * swap is read from its .swap file with its originals left out, and leftovers
+ * stay in place (each one logged); step 3 is skipped and step 4 fails.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -48,7 +50,31 @@ struct dir_scan {
 	tfs_offset_t *logs;                 /* bases of *.log files */
 	size_t nlogs, caplogs;
 	tfs_offset_t min_cleaned;           /* INT64_MAX when none */
+	/* read-only: completed swaps finished in memory only - the segment of base
+	 * swap_base[i] is read from the file swap_name[i] */
+	tfs_offset_t *swap_base;
+	char **swap_name;
+	size_t nswap_over;
 };
+
+/* Notes (read-only) that the segment of base is read from the file name. */
+static int swap_override(struct dir_scan *d, tfs_offset_t base, const char *name)
+{
+	tfs_offset_t *b = realloc(d->swap_base, (d->nswap_over + 1) * sizeof(*b));
+	char **n;
+
+	if (!b)
+		return -ENOMEM;
+	d->swap_base = b;
+	n = realloc(d->swap_name, (d->nswap_over + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	d->swap_name = n;
+	if (!(n[d->nswap_over] = strdup(name)))
+		return -ENOMEM;
+	b[d->nswap_over++] = base;
+	return 0;
+}
 
 static int push_base(struct dir_scan *d, tfs_offset_t base)
 {
@@ -78,7 +104,14 @@ static bool ends_with(const char *s, const char *suffix)
 
 static void remove_file(struct tfs_plog *pl, const char *name, const char *why)
 {
-	int rc = tfs_io_unlinkat(pl->env.io, pl->dirfd, name, 0);
+	int rc;
+
+	if (pl->env.read_only) {
+		tfs_log_warn("recovery", "left %s/%s in place (%s): the mount is read-only; a "
+		             "read-write mount removes it", pl->path, name, why);
+		return;
+	}
+	rc = tfs_io_unlinkat(pl->env.io, pl->dirfd, name, 0);
 
 	if (rc < 0 && rc != -ENOENT)
 		tfs_log_warn("recovery", "cannot remove %s/%s: %s", pl->path, name, tfs_strerror(rc));
@@ -219,10 +252,18 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 			}
 		}
 		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(".swap")), swaps[i]);
-		rc = tfs_io_renameat(pl->env.io, pl->dirfd, swaps[i], pl->dirfd, final);
-		if (rc < 0)
-			goto out;
-		tfs_log_info("recovery", "completed swap of %s/%s", pl->path, final);
+		if (pl->env.read_only) {
+			/* read the new segment where it is; its originals are left out */
+			tfs_log_warn("recovery", "reading %s/%s in place of %s: a swap to finish "
+			             "(read-only; a read-write mount finishes it)", pl->path, swaps[i], final);
+			if (!strcmp(suffix, ".log.swap") && (rc = swap_override(d, base, swaps[i])) < 0)
+				goto out;
+		} else {
+			rc = tfs_io_renameat(pl->env.io, pl->dirfd, swaps[i], pl->dirfd, final);
+			if (rc < 0)
+				goto out;
+			tfs_log_info("recovery", "completed swap of %s/%s", pl->path, final);
+		}
 		if (!strcmp(suffix, ".log.swap")) {
 			bool known = false;
 			for (size_t j = 0; j < d->nlogs; j++)
@@ -231,7 +272,7 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 				goto out;
 		}
 	}
-	if (nswaps)
+	if (nswaps && !pl->env.read_only)
 		rc = tfs_io_fsync_dir(pl->env.io, pl->dirfd);
 out:
 	for (size_t i = 0; i < nswaps; i++)
@@ -448,8 +489,8 @@ int tfs__plog_recover(struct tfs_plog *pl)
 	rc = list_dir(pl, &d, &have_swap);
 	if (rc < 0)
 		goto out;
-	if (!pl->env.read_only && (have_swap || d.min_cleaned != INT64_MAX)) {
-		rc = complete_swaps(pl, &d);
+	if (have_swap || d.min_cleaned != INT64_MAX) {
+		rc = complete_swaps(pl, &d);       /* in memory only when read-only */
 		if (rc < 0)
 			goto out;
 	}
@@ -475,6 +516,15 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		if (rc < 0)
 			goto out;
 		list->seg[list->count++] = seg;
+		for (size_t k = 0; k < d.nswap_over; k++) {
+			char path[PATH_CAP];
+			if (d.swap_base[k] != d.logs[i])
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", pl->path, d.swap_name[k]);
+			rc = tfs_fdcache_slot_set_path(pl->env.fdcache, &seg->log, path);
+			if (rc < 0)
+				goto out;
+		}
 	}
 	for (int i = 0; i < list->count; i++) {
 		struct tfs_segment *seg = list->seg[i];
@@ -534,5 +584,9 @@ out:
 	tfs_record_iter_release(&it);
 	free(buf);
 	free(d.logs);
+	for (size_t k = 0; k < d.nswap_over; k++)
+		free(d.swap_name[k]);
+	free(d.swap_name);
+	free(d.swap_base);
 	return rc;
 }
