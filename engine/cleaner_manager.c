@@ -95,8 +95,12 @@ struct tfs_cleaner {
 	pthread_cond_t idle;                 /* a partition stopped being busy/pinned */
 	struct part **parts;
 	size_t nparts, capparts;
-	struct tfs__ckpt_entry *orphans;     /* checkpoint entries not yet registered */
-	size_t norphans;
+	/* parts by partition log: open addressing, linear probing, at most half full
+	 * (a mount registers every partition; a linear search made that quadratic) */
+	struct part **by_pl;
+	size_t by_pl_cap;                    /* a power of two, or 0 */
+	struct tfs__ckpt_entry *orphans;     /* checkpoint entries not yet registered, */
+	size_t norphans;                     /* sorted by topic, then partition */
 	struct request *req_head;
 	struct thread_slot *slots;           /* cfg.threads + 1 (the inline slot) */
 	int nthreads, live_threads;
@@ -162,16 +166,19 @@ static void copy_cfg(struct tfs_plog *pl, struct tfs_topic_config *cfg)
 /* ---- registry (under c->lock) ---- */
 
 /* Debug check of the manager's invariants (cleaner.h): every registered partition
- * is live, at most one taker per partition (a taken request implies its partition
+ * is live and registered once, at most one taker per partition (a taken request implies its partition
  * is busy), checkpoints are offsets or -1. Under c->lock. */
-static void check_locked(const struct tfs_cleaner *c)
+static struct part *find_part(struct tfs_cleaner *c, struct tfs_plog *pl);
+
+static void check_locked(struct tfs_cleaner *c)
 {
 #ifndef NDEBUG
+	/* each partition once: the index finds every part as itself (two parts of
+	 * one log could not both be found) */
 	for (size_t i = 0; i < c->nparts; i++) {
-		const struct part *p = c->parts[i];
+		struct part *p = c->parts[i];
 		assert(!p->removed && p->pins >= 0 && p->checkpoint >= TFS_OFFSET_NONE);
-		for (size_t j = i + 1; j < c->nparts; j++)
-			assert(c->parts[j]->pl != p->pl);
+		assert(find_part(c, p->pl) == p);
 	}
 	for (const struct request *r = c->req_head; r; r = r->next)
 		assert(!r->taken || r->done || r->p->busy);
@@ -181,12 +188,81 @@ static void check_locked(const struct tfs_cleaner *c)
 #endif
 }
 
+static size_t pl_slot(const struct tfs_cleaner *c, const struct tfs_plog *pl)
+{
+	uint64_t h = (uint64_t)(uintptr_t)pl * 0x9e3779b97f4a7c15ull;   /* Fibonacci hashing */
+	return (size_t)(h >> 32) & (c->by_pl_cap - 1);
+}
+
 static struct part *find_part(struct tfs_cleaner *c, struct tfs_plog *pl)
 {
-	for (size_t i = 0; i < c->nparts; i++)
-		if (c->parts[i]->pl == pl)
-			return c->parts[i];
-	return NULL;
+	if (c->by_pl_cap == 0)
+		return NULL;
+	for (size_t i = pl_slot(c, pl);; i = (i + 1) & (c->by_pl_cap - 1)) {
+		if (!c->by_pl[i])
+			return NULL;
+		if (c->by_pl[i]->pl == pl)
+			return c->by_pl[i];
+	}
+}
+
+static void index_put(struct tfs_cleaner *c, struct part *p)
+{
+	size_t i = pl_slot(c, p->pl);
+
+	while (c->by_pl[i])
+		i = (i + 1) & (c->by_pl_cap - 1);
+	c->by_pl[i] = p;
+}
+
+/* Makes room for one more part in the index (keeping it at most half full). */
+static int index_reserve(struct tfs_cleaner *c)
+{
+	enum { INDEX_MIN_CAP = 64 };
+	size_t cap = c->by_pl_cap ? c->by_pl_cap * 2 : INDEX_MIN_CAP;
+	struct part **old = c->by_pl;
+	size_t old_cap = c->by_pl_cap;
+
+	if (2 * (c->nparts + 1) <= c->by_pl_cap)
+		return 0;
+	c->by_pl = calloc(cap, sizeof(*c->by_pl));
+	if (!c->by_pl) {
+		c->by_pl = old;
+		return -ENOMEM;
+	}
+	c->by_pl_cap = cap;
+	for (size_t i = 0; i < old_cap; i++)
+		if (old[i])
+			index_put(c, old[i]);
+	free(old);
+	return 0;
+}
+
+/* Takes p out of the index, shifting back the entries of its probe run. */
+static void index_remove(struct tfs_cleaner *c, struct part *p)
+{
+	size_t mask = c->by_pl_cap - 1, i = pl_slot(c, p->pl), j;
+
+	while (c->by_pl[i] != p)
+		i = (i + 1) & mask;
+	c->by_pl[i] = NULL;
+	for (j = (i + 1) & mask; c->by_pl[j]; j = (j + 1) & mask) {
+		size_t home = pl_slot(c, c->by_pl[j]->pl);
+		/* the entry at j may move to the hole at i unless its home lies in (i, j] */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			c->by_pl[i] = c->by_pl[j];
+			c->by_pl[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+static int orphan_cmp(const void *a, const void *b)
+{
+	const struct tfs__ckpt_entry *x = a, *y = b;
+	int c = strcmp(x->topic, y->topic);
+
+	return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
 }
 
 static void part_free(struct part *p)
@@ -304,6 +380,8 @@ int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
 	}
 	tfs__cleaner_log_open(&c->log, io, c->dirfd);
 	rc = tfs__ckpt_read(io, c->dirfd, &c->orphans, &c->norphans);
+	if (rc == 0 && c->norphans)
+		qsort(c->orphans, c->norphans, sizeof(*c->orphans), orphan_cmp);
 	if (rc < 0 && rc != -ENOENT)
 		tfs_log_warn("cleaner", "ignoring %s/%s (%s): every partition starts fully dirty",
 		             data_dir, TFS_CHECKPOINT_FILE, tfs_strerror(rc));
@@ -383,6 +461,7 @@ void tfs_cleaner_destroy(struct tfs_cleaner *c)
 	for (size_t i = 0; i < c->nparts; i++)
 		part_free(c->parts[i]);
 	free(c->parts);
+	free(c->by_pl);
 	tfs__ckpt_free(c->orphans, c->norphans);
 	tfs__cleaner_log_close(&c->log);
 	tfs__throttler_release(&c->thr);
@@ -425,6 +504,9 @@ int tfs_cleaner_register(struct tfs_cleaner *c, struct tfs_plog *pl, const char 
 		rc = -EEXIST;
 		goto out;
 	}
+	rc = index_reserve(c);
+	if (rc < 0)
+		goto out;
 	if (c->nparts == c->capparts) {
 		size_t cap = c->capparts ? c->capparts * 2 : 16;
 		struct part **np = realloc(c->parts, cap * sizeof(*np));
@@ -435,13 +517,15 @@ int tfs_cleaner_register(struct tfs_cleaner *c, struct tfs_plog *pl, const char 
 		c->parts = np;
 		c->capparts = cap;
 	}
-	for (size_t i = 0; i < c->norphans; i++) {
-		if (c->orphans[i].partition == partition && !strcmp(c->orphans[i].topic, topic)) {
-			p->checkpoint = c->orphans[i].offset;
-			break;
-		}
+	if (c->norphans) {
+		struct tfs__ckpt_entry key = { .topic = (char *)topic, .partition = partition };
+		const struct tfs__ckpt_entry *o = bsearch(&key, c->orphans, c->norphans,
+		                                          sizeof(*c->orphans), orphan_cmp);
+		if (o)
+			p->checkpoint = o->offset;
 	}
 	c->parts[c->nparts++] = p;
+	index_put(c, p);
 	p = NULL;
 out:
 	pthread_mutex_unlock(&c->lock);
@@ -461,6 +545,7 @@ void tfs_cleaner_unregister(struct tfs_cleaner *c, struct tfs_plog *pl)
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
+	index_remove(c, p);
 	for (size_t i = 0; i < c->nparts; i++) {
 		if (c->parts[i] == p) {
 			memmove(&c->parts[i], &c->parts[i + 1], (c->nparts - i - 1) * sizeof(*c->parts));

@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/cleaner_internal.h"
 #include "io/log.h"
@@ -903,6 +904,7 @@ struct out_seg {
 	struct tfs_segment *seg;  /* NULL in a dry run: nothing is written */
 	struct tfs_segment *src;  /* the group's one source (read while !changed) */
 	int fd;
+	int dirfd;              /* the partition directory, for the pass of one group */
 	tfs_pos_t pos;          /* bytes accepted (in the file, the buffer, or held back) */
 	tfs_pos_t flushed;      /* bytes in the file */
 	bool changed;           /* differs from a plain copy of the single source */
@@ -1377,32 +1379,33 @@ static void discard_cleaned(struct tfs_plog *pl, struct out_seg *o)
 {
 	if (!o->seg)
 		return;
-	(void)tfs_segment_unlink_files(pl->env.io, pl->dirfd, o->seg->base_offset, ".cleaned");
+	(void)tfs_segment_unlink_files(pl->env.io, o->dirfd, o->seg->base_offset, ".cleaned");
 	tfs_segment_unpin(o->seg);
 	tfs_segment_unref(o->seg);
 	o->seg = NULL;
 }
 
-/* Step 5 for one group segs[0..n), which start at index first of the pass's list. */
-static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
-                       struct tfs_segment *const *segs, int n, int first,
-                       struct tfs__clean_stats *st)
+/* Step 5 for one group segs[0..n), which start at index first of the pass's
+ * list; dirfd is the partition directory. */
+static int clean_group_in(struct tfs__cleaner_ctx *x, struct group_ctx *g,
+                          struct tfs_segment *const *segs, int n, int first,
+                          struct tfs__clean_stats *st, int dirfd)
 {
 	struct tfs_plog *pl = g->in->pl;
-	struct out_seg o = { 0 };
+	struct out_seg o = { .dirfd = dirfd };
 	bool committed = false;
 	int rc;
 
 	if (g->in->dry)
 		goto read;
-	rc = tfs_segment_create_cleaned(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path,
+	rc = tfs_segment_create_cleaned(pl->env.io, pl->env.fdcache, dirfd, pl->path,
 	                                segs[0]->base_offset, g->in->cfg.index_interval_bytes, &o.seg);
 	if (rc < 0)
 		return rc;
 	rc = tfs_segment_pin(o.seg);
 	if (rc < 0) {
 		tfs_segment_unref(o.seg);
-		(void)tfs_segment_unlink_files(pl->env.io, pl->dirfd, segs[0]->base_offset, ".cleaned");
+		(void)tfs_segment_unlink_files(pl->env.io, dirfd, segs[0]->base_offset, ".cleaned");
 		return rc;
 	}
 	o.fd = tfs_segment_fd(o.seg);
@@ -1458,7 +1461,7 @@ read:
 		st->size_after += tfs_segment_size(segs[0]);
 		return 0;
 	}
-	rc = tfs_segment_write_indexes_to(o.seg, pl->dirfd, ".cleaned");
+	rc = tfs_segment_write_indexes_to(o.seg, dirfd, ".cleaned");
 	if (rc < 0)
 		goto fail;
 	if (aborted(g->in)) {
@@ -1475,6 +1478,21 @@ read:
 	return rc;
 fail:
 	discard_cleaned(pl, &o);
+	return rc;
+}
+
+/* clean_group_in with the directory opened for the group's files: a partition
+ * holds no descriptor between operations (plog_internal.h). */
+static int clean_group(struct tfs__cleaner_ctx *x, struct group_ctx *g,
+                       struct tfs_segment *const *segs, int n, int first,
+                       struct tfs__clean_stats *st)
+{
+	int dirfd = tfs__plog_dir_open(g->in->pl), rc;
+
+	if (dirfd < 0)
+		return dirfd;
+	rc = clean_group_in(x, g, segs, n, first, st, dirfd);
+	close(dirfd);
 	return rc;
 }
 

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "engine/cleaner_internal.h"
 #include "io/log.h"
@@ -68,9 +69,8 @@ static void seglist_check(const struct tfs_seglist *l)
 #endif
 }
 
-static int swap_exclusive(struct tfs_plog *pl, void *varg)
+static int swap_in(struct tfs_plog *pl, struct swap_arg *a, int dirfd)
 {
-	struct swap_arg *a = varg;
 	struct tfs_seglist *cur = pl->segs, *nl, *prev;
 	struct tfs_io *io = pl->env.io;
 	int at, rc;
@@ -93,9 +93,9 @@ static int swap_exclusive(struct tfs_plog *pl, void *varg)
 	}
 	seglist_check(nl);
 
-	rc = tfs_segment_rename_files(a->fresh, pl->dirfd, ".cleaned", ".swap");
+	rc = tfs_segment_rename_files(a->fresh, dirfd, ".cleaned", ".swap");
 	if (rc == 0)
-		rc = tfs_io_fsync_dir(io, pl->dirfd);
+		rc = tfs_io_fsync_dir(io, dirfd);
 	if (rc < 0) {
 		tfs__seglist_put(nl);
 		goto undo;
@@ -112,14 +112,14 @@ static int swap_exclusive(struct tfs_plog *pl, void *varg)
 		/* Keep the fd open so readers of the old list never reopen by a name
 		 * that the next swap of the same base may take. */
 		(void)tfs_segment_pin(a->old[k]);
-		rc = tfs_segment_mark_deleted(a->old[k], pl->dirfd);
+		rc = tfs_segment_mark_deleted(a->old[k], dirfd);
 		if (rc < 0)
 			goto half;
 	}
-	rc = tfs_segment_rename_files(a->fresh, pl->dirfd, ".swap", "");
+	rc = tfs_segment_rename_files(a->fresh, dirfd, ".swap", "");
 	if (rc < 0)
 		goto half;
-	rc = tfs_io_fsync_dir(io, pl->dirfd);
+	rc = tfs_io_fsync_dir(io, dirfd);
 	if (rc < 0)
 		goto half;
 	return 0;
@@ -132,8 +132,19 @@ half:
 undo:
 	tfs_log_error("cleaner", "swap of %s/%020" PRId64 " abandoned before its commit point: %s",
 	              pl->path, a->fresh->base_offset, tfs_strerror(rc));
-	(void)tfs_segment_unlink_files(io, pl->dirfd, a->fresh->base_offset, ".swap");
-	(void)tfs_segment_unlink_files(io, pl->dirfd, a->fresh->base_offset, ".cleaned");
+	(void)tfs_segment_unlink_files(io, dirfd, a->fresh->base_offset, ".swap");
+	(void)tfs_segment_unlink_files(io, dirfd, a->fresh->base_offset, ".cleaned");
+	return rc;
+}
+
+static int swap_exclusive(struct tfs_plog *pl, void *varg)
+{
+	int dirfd = tfs__plog_dir_open(pl), rc;   /* held by no partition (plog_internal.h) */
+
+	if (dirfd < 0)
+		return dirfd;
+	rc = swap_in(pl, varg, dirfd);
+	close(dirfd);
 	return rc;
 }
 

@@ -27,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "engine/cleaner.h"
@@ -37,6 +39,11 @@
 
 #define TOPIC_NAME_MAX 249           /* Kafka's limit */
 #define DEFAULT_MAX_OPEN_FILES 4096
+/* Of the process's descriptor limit, the share the segment fd cache may take: the
+ * rest is for what is not cached (FUSE, io_uring rings, directories opened for a
+ * roll or a pass, temporary index files, the cleaner's files). */
+#define FDCACHE_LIMIT_SHARE_PERCENT 75
+#define FDCACHE_MIN_OPEN 16
 #define DEFAULT_TOPIC_MODE 0755
 #define REFUSED_TOPIC_MODE 0500      /* its real mode is unknown: the owner only */
 #define PATH_CAP 4096
@@ -746,7 +753,7 @@ static int load_configs(struct tfs_engine *e)
 
 	if (e->cfgfd < 0)
 		return 0;
-	d = fdopendir(dup(e->cfgfd));
+	d = tfs_dir_stream(e->cfgfd);
 	if (!d)
 		return -errno;
 	rewinddir(d);
@@ -819,7 +826,7 @@ static void finish_deletions(struct tfs_engine *e)
 
 static int load_topics(struct tfs_engine *e)
 {
-	DIR *d = fdopendir(dup(e->dirfd));
+	DIR *d = tfs_dir_stream(e->dirfd);
 	struct dirent *de;
 	char topic[TOPIC_NAME_MAX + 1], path[PATH_CAP];
 	int rc = 0;
@@ -939,6 +946,43 @@ static int load_topics(struct tfs_engine *e)
 	return 0;
 }
 
+/* The fd cache's bound: the configured one, lowered to a share of the process's
+ * descriptor limit (logged), so that the cache reaches its own bound before the
+ * process reaches the kernel's. */
+static unsigned fdcache_bound(unsigned want)
+{
+	struct rlimit rl;
+	uint64_t cap;
+
+	if (want == 0)
+		want = DEFAULT_MAX_OPEN_FILES;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return want;
+	cap = (uint64_t)rl.rlim_cur * FDCACHE_LIMIT_SHARE_PERCENT / 100;
+	if (cap < FDCACHE_MIN_OPEN)
+		cap = FDCACHE_MIN_OPEN;
+	if (want <= cap)
+		return want;
+	tfs_log_warn("engine", "max_open_files=%u is above %d%% of the descriptor limit (%llu): "
+	             "using %llu", want, FDCACHE_LIMIT_SHARE_PERCENT,
+	             (unsigned long long)rl.rlim_cur, (unsigned long long)cap);
+	return (unsigned)cap;
+}
+
+/* A writable open of a data directory on a read-only filesystem would fail file
+ * by file; say so once instead, and name the way out. */
+static int check_writable(const struct tfs_engine *e)
+{
+	struct statvfs vfs;
+
+	if (fstatvfs(e->dirfd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+		tfs_log_error("engine", "data directory %s is on a read-only filesystem: mount "
+		              "with -o ro to read it", e->data_dir);
+		return -EROFS;
+	}
+	return 0;
+}
+
 static void *flusher_main(void *arg)
 {
 	struct tfs_engine *e = arg;
@@ -1015,6 +1059,8 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		              tfs_strerror(rc));
 		goto fail;
 	}
+	if (!cfg->read_only && (rc = check_writable(e)) < 0)
+		goto fail;
 	if (!cfg->read_only && mkdirat(e->dirfd, CONFIG_DIR, 0755) < 0 && errno != EEXIST) {
 		rc = -errno;
 		tfs_log_error("engine", "cannot create %s/%s: %s", e->data_dir, CONFIG_DIR,
@@ -1032,12 +1078,13 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		tfs_log_error("engine", "bad fault spec \"%s\"", cfg->fault_spec);
 		goto fail;
 	}
-	e->fdcache = tfs_fdcache_create(e->io, cfg->max_open_files ? cfg->max_open_files :
-	                                DEFAULT_MAX_OPEN_FILES);
+	e->fdcache = tfs_fdcache_create(e->io, fdcache_bound(cfg->max_open_files));
 	if (!e->fdcache) {
 		rc = -ENOMEM;
 		goto fail;
 	}
+	if (cfg->read_only)
+		tfs_fdcache_set_read_only(e->fdcache);
 	rc = load_topics(e);
 	if (rc < 0)
 		goto fail;

@@ -21,7 +21,9 @@
  *   3. sealed segments whose .index/.timeindex are missing or differ from the
  *      rebuilt ones get them rewritten (logged).
  *   4. an empty directory gets an empty segment at offset 0.
- * A read-only open does steps 2 and 4 in memory only and changes no file.
+ * A read-only open changes no file: a torn tail is skipped in memory, a completed
+ * swap is read from its .swap file with its originals left out, and leftovers
+ * stay in place (each one logged); step 3 is skipped and step 4 fails.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -44,12 +46,40 @@
 #define MAX_BATCH_BYTES (256u << 20)
 #define PATH_CAP 4096
 #define REASON_CAP 512
+/* A segment from this size on feeds the key directory on a second thread
+ * (keydir_feed.c); below it a thread costs more than it saves, and a wide topic's
+ * partitions mostly hold a few records each. */
+#define FEED_MIN_BYTES (1u << 20)
 
 struct dir_scan {
 	tfs_offset_t *logs;                 /* bases of *.log files */
 	size_t nlogs, caplogs;
 	tfs_offset_t min_cleaned;           /* INT64_MAX when none */
+	/* read-only: completed swaps finished in memory only - the segment of base
+	 * swap_base[i] is read from the file swap_name[i] */
+	tfs_offset_t *swap_base;
+	char **swap_name;
+	size_t nswap_over;
 };
+
+/* Notes (read-only) that the segment of base is read from the file name. */
+static int swap_override(struct dir_scan *d, tfs_offset_t base, const char *name)
+{
+	tfs_offset_t *b = realloc(d->swap_base, (d->nswap_over + 1) * sizeof(*b));
+	char **n;
+
+	if (!b)
+		return -ENOMEM;
+	d->swap_base = b;
+	n = realloc(d->swap_name, (d->nswap_over + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	d->swap_name = n;
+	if (!(n[d->nswap_over] = strdup(name)))
+		return -ENOMEM;
+	b[d->nswap_over++] = base;
+	return 0;
+}
 
 static int push_base(struct dir_scan *d, tfs_offset_t base)
 {
@@ -79,7 +109,14 @@ static bool ends_with(const char *s, const char *suffix)
 
 static void remove_file(struct tfs_plog *pl, const char *name, const char *why)
 {
-	int rc = tfs_io_unlinkat(pl->env.io, pl->dirfd, name, 0);
+	int rc;
+
+	if (pl->env.read_only) {
+		tfs_log_warn("recovery", "left %s/%s in place (%s): the mount is read-only; a "
+		             "read-write mount removes it", pl->path, name, why);
+		return;
+	}
+	rc = tfs_io_unlinkat(pl->env.io, pl->dirfd, name, 0);
 
 	if (rc < 0 && rc != -ENOENT)
 		tfs_log_warn("recovery", "cannot remove %s/%s: %s", pl->path, name, tfs_strerror(rc));
@@ -91,7 +128,7 @@ static void remove_file(struct tfs_plog *pl, const char *name, const char *why)
  * Leaves .swap files for complete_swaps(). */
 static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
 {
-	DIR *dir = fdopendir(dup(pl->dirfd));
+	DIR *dir = tfs_dir_stream(pl->dirfd);
 	struct dirent *de;
 	int rc = 0;
 
@@ -134,7 +171,7 @@ static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
  * go; complete swaps are finished. Kafka's crash matrix (reference §2.9). */
 static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 {
-	DIR *dir = fdopendir(dup(pl->dirfd));
+	DIR *dir = tfs_dir_stream(pl->dirfd);
 	struct dirent *de;
 	char **swaps = NULL;
 	size_t nswaps = 0, cap = 0;
@@ -220,10 +257,18 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 			}
 		}
 		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(".swap")), swaps[i]);
-		rc = tfs_io_renameat(pl->env.io, pl->dirfd, swaps[i], pl->dirfd, final);
-		if (rc < 0)
-			goto out;
-		tfs_log_info("recovery", "completed swap of %s/%s", pl->path, final);
+		if (pl->env.read_only) {
+			/* read the new segment where it is; its originals are left out */
+			tfs_log_warn("recovery", "reading %s/%s in place of %s: a swap to finish "
+			             "(read-only; a read-write mount finishes it)", pl->path, swaps[i], final);
+			if (!strcmp(suffix, ".log.swap") && (rc = swap_override(d, base, swaps[i])) < 0)
+				goto out;
+		} else {
+			rc = tfs_io_renameat(pl->env.io, pl->dirfd, swaps[i], pl->dirfd, final);
+			if (rc < 0)
+				goto out;
+			tfs_log_info("recovery", "completed swap of %s/%s", pl->path, final);
+		}
 		if (!strcmp(suffix, ".log.swap")) {
 			bool known = false;
 			for (size_t j = 0; j < d->nlogs; j++)
@@ -232,7 +277,7 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 				goto out;
 		}
 	}
-	if (nswaps)
+	if (nswaps && !pl->env.read_only)
 		rc = tfs_io_fsync_dir(pl->env.io, pl->dirfd);
 out:
 	for (size_t i = 0; i < nswaps; i++)
@@ -246,7 +291,7 @@ out:
  * swap or retention renamed the .log first) are removed, as Kafka's loader does. */
 static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
 {
-	DIR *dir = fdopendir(dup(pl->dirfd));
+	DIR *dir = tfs_dir_stream(pl->dirfd);
 	struct dirent *de;
 
 	if (!dir)
@@ -290,7 +335,7 @@ struct scan_ctx {
 };
 
 /* Decodes every record of one CRC-valid batch and only then feeds them to the
- * key directory (applied on the feed's thread, in order). TFS_ECORRUPT (nothing
+ * key directory (in order: here, or on the feed's thread for a large partition). TFS_ECORRUPT (nothing
  * fed) with *why, -ENOMEM. */
 static int index_keys(struct tfs_plog *pl, struct scan_ctx *sc, const uint8_t *batch,
                       size_t size, const char **why)
@@ -319,9 +364,19 @@ static int index_keys(struct tfs_plog *pl, struct scan_ctx *sc, const uint8_t *b
 	}
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < pk->n; i++)
-		if (tfs__kdfeed_add(pl->kdfeed, pk->v[i].key, pk->v[i].remove, &pk->v[i].info) < 0)
+	for (size_t i = 0; i < pk->n; i++) {
+		const struct pending_key *k = &pk->v[i];
+		/* small partitions apply their keys here; a large one's go to the feed's
+		 * thread (started at its first large segment: the order holds) */
+		if (!pl->kdfeed) {
+			if (k->remove)
+				tfs_keydir_remove(pl->kd, k->key, k->info.offset);
+			else if (tfs_keydir_put(pl->kd, k->key, &k->info) < 0)
+				return -ENOMEM;
+		} else if (tfs__kdfeed_add(pl->kdfeed, k->key, k->remove, &k->info) < 0) {
 			return -ENOMEM;
+		}
+	}
 	return 0;
 }
 
@@ -384,6 +439,11 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 	}
 	if (expect < seg->base_offset)
 		expect = seg->base_offset;
+	/* the feed's thread starts with the first large segment (the keys of the
+	 * smaller ones before it are applied already, so the order holds) */
+	if (file_size >= (tfs_pos_t)FEED_MIN_BYTES && !pl->kdfeed &&
+	    (rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed)) < 0)
+		return rc;
 	tfs_segment_reset_index(seg);
 	while (pos < file_size) {
 		struct tfs_batch_header h;
@@ -393,7 +453,10 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 
 		/* make at least a header available */
 		if (pos + TFS_BATCH_HEADER_BYTES > wstart + (tfs_pos_t)wlen) {
-			size_t want = RECOVERY_CHUNK;
+			/* no more than the file holds: a small partition's open then costs
+			 * no large allocation */
+			size_t want = file_size - pos < (tfs_pos_t)RECOVERY_CHUNK ? (size_t)(file_size - pos)
+			                                                          : RECOVERY_CHUNK;
 			ssize_t n;
 			if (want > sc->cap) {
 				uint8_t *p = realloc(sc->buf, want);
@@ -527,14 +590,11 @@ int tfs__plog_recover(struct tfs_plog *pl)
 	int rc;
 
 	tfs_record_iter_init(&sc.it);
-	rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed);
-	if (rc < 0)
-		goto out;
 	rc = list_dir(pl, &d, &have_swap);
 	if (rc < 0)
 		goto out;
-	if (!pl->env.read_only && (have_swap || d.min_cleaned != INT64_MAX)) {
-		rc = complete_swaps(pl, &d);
+	if (have_swap || d.min_cleaned != INT64_MAX) {
+		rc = complete_swaps(pl, &d);       /* in memory only when read-only */
 		if (rc < 0)
 			goto out;
 	}
@@ -560,6 +620,15 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		if (rc < 0)
 			goto out;
 		list->seg[list->count++] = seg;
+		for (size_t k = 0; k < d.nswap_over; k++) {
+			char path[PATH_CAP];
+			if (d.swap_base[k] != d.logs[i])
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", pl->path, d.swap_name[k]);
+			rc = tfs_fdcache_slot_set_path(pl->env.fdcache, &seg->log, path);
+			if (rc < 0)
+				goto out;
+		}
 	}
 	for (int i = 0; i < list->count; i++) {
 		struct tfs_segment *seg = list->seg[i];
@@ -584,7 +653,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 			}
 		}
 	}
-	rc = tfs__kdfeed_finish(pl->kdfeed);
+	rc = pl->kdfeed ? tfs__kdfeed_finish(pl->kdfeed) : 0;
 	pl->kdfeed = NULL;
 	if (rc < 0)
 		goto out;
@@ -629,5 +698,9 @@ out:
 	free(sc.buf);
 	free(sc.keys.v);
 	free(d.logs);
+	for (size_t k = 0; k < d.nswap_over; k++)
+		free(d.swap_name[k]);
+	free(d.swap_name);
+	free(d.swap_base);
 	return rc;
 }

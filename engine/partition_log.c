@@ -140,6 +140,19 @@ static struct tfs_segment *active_segment(struct tfs_plog *pl)
 	return pl->segs->seg[pl->segs->count - 1];
 }
 
+/* ---- the directory ---- */
+
+int tfs__plog_dir_open(struct tfs_plog *pl)
+{
+	int fd = open(pl->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fd = -errno;
+		tfs_log_error("plog", "cannot open %s: %s", pl->path, tfs_strerror(fd));
+	}
+	return fd;
+}
+
 /* ---- open / close ---- */
 
 int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
@@ -172,20 +185,16 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 	pthread_mutex_init(&pl->q_lock, NULL);
 	tfs_batch_builder_init(&pl->builder);
 	atomic_init(&pl->unsynced_since_ms, 0);
-	pl->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	pl->dirfd = tfs__plog_dir_open(pl);
 	if (pl->dirfd < 0) {
-		rc = -errno;
-		tfs_log_error("plog", "cannot open %s: %s", path, tfs_strerror(rc));
+		rc = pl->dirfd;
 		goto fail_locks;
 	}
 	rc = tfs__plog_recover(pl);
 	if (rc < 0)
 		goto fail_locks;
-	if (!env->read_only) {
-		rc = tfs_segment_pin(active_segment(pl));
-		if (rc < 0)
-			goto fail_locks;
-	}
+	close(pl->dirfd);          /* held only while recovery runs (plog_internal.h) */
+	pl->dirfd = -1;
 	*out = pl;
 	return 0;
 fail_locks:
@@ -212,8 +221,16 @@ void tfs_plog_close(struct tfs_plog *pl)
 	if (pl->segs) {
 		struct tfs_segment *s = active_segment(pl);
 		int rc = tfs_segment_flush_wait(s);   /* logged where it failed */
-		if (!pl->env.read_only && pl->failed == 0 && rc == 0)
-			tfs_segment_write_indexes(s, pl->dirfd, true);
+		/* an active segment nothing was appended to since the open is as recovery
+		 * found it: at 100,000 partitions, rewriting every one's indexes would make
+		 * an unmount cost four fsyncs per idle partition */
+		if (!pl->env.read_only && pl->failed == 0 && rc == 0 && pl->appended) {
+			int dirfd = tfs__plog_dir_open(pl);
+			if (dirfd >= 0) {
+				tfs_segment_write_indexes(s, dirfd, true);
+				close(dirfd);
+			}
+		}
 	}
 	tfs__seglist_put(pl->segs);
 	tfs_keydir_destroy(pl->kd);
@@ -225,7 +242,6 @@ void tfs_plog_close(struct tfs_plog *pl)
 	free(pl->uncleanable_reason);
 	pthread_rwlock_destroy(&pl->lock);
 	pthread_mutex_destroy(&pl->q_lock);
-	close(pl->dirfd);
 	free(pl->path);
 	free(pl);
 }
@@ -353,7 +369,7 @@ static int roll_locked(struct tfs_plog *pl)
 {
 	struct tfs_segment *old = active_segment(pl), *fresh = NULL;
 	struct tfs_seglist *nl;
-	int rc;
+	int rc, dirfd = -1;
 
 	/* invariant (5): the old segment is whole on disk before the next exists; a
 	 * failed background flush means it may not be */
@@ -361,16 +377,20 @@ static int roll_locked(struct tfs_plog *pl)
 	if (rc < 0)
 		goto fail;
 	old->sealed = true;
-	rc = tfs_segment_write_indexes(old, pl->dirfd, true);
+	dirfd = tfs__plog_dir_open(pl);
+	if (dirfd < 0) {
+		rc = dirfd;
+		goto fail;
+	}
+	rc = tfs_segment_write_indexes(old, dirfd, true);
 	if (rc < 0)
 		goto fail;
-	rc = tfs_segment_create(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path, pl->end_offset,
+	rc = tfs_segment_create(pl->env.io, pl->env.fdcache, dirfd, pl->path, pl->end_offset,
 	                        pl->cfg.index_interval_bytes, &fresh);
 	if (rc < 0)
 		goto fail;
-	rc = tfs_segment_pin(fresh);
-	if (rc < 0)
-		goto fail;
+	close(dirfd);
+	dirfd = -1;
 	nl = tfs__seglist_alloc(pl->segs->count + 1);
 	if (!nl) {
 		rc = -ENOMEM;
@@ -384,7 +404,6 @@ static int roll_locked(struct tfs_plog *pl)
 		struct tfs_seglist *prev = pl->segs;
 		pl->segs = nl;
 		pthread_rwlock_unlock(&pl->lock);
-		tfs_segment_unpin(old);
 		tfs__seglist_put(prev);
 	}
 	/* everything up to the roll was fsynced with the old segment */
@@ -393,6 +412,8 @@ static int roll_locked(struct tfs_plog *pl)
 	return 0;
 fail:
 	old->sealed = false;
+	if (dirfd >= 0)
+		close(dirfd);
 	tfs_segment_unref(fresh);
 	tfs_log_error("plog", "cannot roll %s: %s", pl->path, tfs_strerror(rc));
 	return rc;
@@ -552,6 +573,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	int rc = 0;
 	struct tfs_segment *seg;
 	tfs_pos_t pos;
+	int fd;
 	bool in_batch = false;
 	struct tfs_batch_params params;
 	size_t k, nops = 0;
@@ -656,11 +678,20 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		if (rc < 0)
 			goto out;
 	}
-	rc = tfs_io_writev(pl->env.io, tfs_segment_fd(seg), iov, g.npieces, (uint64_t)pos, durable);
+	/* Reopened if the cache closed it: an fdatasync through the new fd still
+	 * covers every dirty page of the file, and a writeback error nobody has seen
+	 * yet is reported to it too (Linux samples the error state unseen-first). */
+	fd = tfs_segment_fd_get(seg);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	rc = tfs_io_writev(pl->env.io, fd, iov, g.npieces, (uint64_t)pos, durable);
 	if (rc < 0) {
 		/* Cut whatever part of the group reached the file: nothing of it may be
 		 * seen, by readers now or by recovery later. */
-		int trc = tfs_io_ftruncate(pl->env.io, tfs_segment_fd(seg), (uint64_t)pos);
+		int trc = tfs_io_ftruncate(pl->env.io, fd, (uint64_t)pos);
+		tfs_segment_fd_put(seg);
 		tfs_log_error("plog", "cannot append %zu bytes to %s at %" PRId64 ": %s", g.total,
 		              pl->path, pos, tfs_strerror(rc));
 		if (trc < 0) {
@@ -670,6 +701,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		}
 		goto out;
 	}
+	tfs_segment_fd_put(seg);
+	pl->appended = true;
 	if (durable)
 		tfs_segment_note_flushed(seg, pos + (tfs_pos_t)g.total);
 	else
@@ -729,8 +762,12 @@ sync_only:
 		tfs_pos_t size = tfs_segment_size(active);
 		atomic_store(&pl->unsynced_since_ms, 0);
 		rc = tfs_segment_flush_wait(active);
-		if (rc == 0)
-			rc = tfs_io_fsync(pl->env.io, tfs_segment_fd(active), true);
+		if (rc == 0) {
+			fd = tfs_segment_fd_get(active);
+			rc = fd < 0 ? fd : tfs_io_fsync(pl->env.io, fd, true);
+			if (fd >= 0)
+				tfs_segment_fd_put(active);
+		}
 		if (rc == 0)
 			tfs_segment_note_flushed(active, size);
 		if (rc < 0) {

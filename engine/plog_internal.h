@@ -32,6 +32,11 @@ struct tfs__encoder;
 
 struct tfs_plog {
 	char *path;
+	/* The directory's fd while the partition opens (tfs__plog_recover), -1 after:
+	 * a partition holds no descriptor between operations, so that descriptors stay
+	 * bounded by the fd cache whatever the number of partitions. Rolls, swaps,
+	 * retention and close open the directory when they need it
+	 * (tfs__plog_dir_open). */
 	int dirfd;
 	struct tfs_plog_env env;
 	struct tfs_topic_config cfg;        /* copy; changed under append leadership + lock */
@@ -57,12 +62,17 @@ struct tfs_plog {
 
 	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
 	int failed;                         /* < 0: a write error left the tail unknown */
+	bool appended;                      /* a group was written since the open (leader) */
 	char *uncleanable_reason;           /* set by recovery on sealed corruption */
 	/* Set by recovery, then constant: the largest first offset of an unreadable
 	 * region (0: none). A key whose newest readable record is below it may have
 	 * a newer record in that region, so it reads TFS_EDAMAGED. */
 	tfs_offset_t stale_below;
 };
+
+/* Opens the partition directory (O_DIRECTORY); the caller closes it. The fd or
+ * -errno (logged). */
+int tfs__plog_dir_open(struct tfs_plog *pl);
 
 struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */
 void tfs__seglist_put(struct tfs_seglist *l);

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/cleaner_internal.h"
 #include "io/log.h"
@@ -108,13 +109,19 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 	struct retention_arg *a = varg;
 	struct tfs_seglist *cur = pl->segs, *nl;
 	struct doomed_keys d = { 0 };
-	int k = deletable_prefix(cur, a->cfg, a->now_ms), rc = 0;
+	int k = deletable_prefix(cur, a->cfg, a->now_ms), rc = 0, dirfd;
 
 	if (k == 0)
 		return 0;
+	/* before the commit: a partition holds no descriptor (plog_internal.h) */
+	dirfd = tfs__plog_dir_open(pl);
+	if (dirfd < 0)
+		return dirfd;
 	nl = tfs__seglist_alloc(cur->count - k);
-	if (!nl)
+	if (!nl) {
+		close(dirfd);
 		return -ENOMEM;
+	}
 	for (int i = k; i < cur->count; i++)
 		nl->seg[i - k] = tfs_segment_ref(cur->seg[i]);
 	d.below = nl->seg[0]->base_offset;
@@ -143,7 +150,7 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 		for (int i = 0; i < k; i++) {
 			a->out->bytes += tfs_segment_size(prev->seg[i]);
 			(void)tfs_segment_pin(prev->seg[i]);   /* readers keep reading it */
-			int r = tfs_segment_mark_deleted(prev->seg[i], pl->dirfd);
+			int r = tfs_segment_mark_deleted(prev->seg[i], dirfd);
 			if (r < 0 && rc == 0)
 				rc = r;
 		}
@@ -153,11 +160,12 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 		tfs__seglist_put(prev);
 	}
 	if (rc == 0)
-		rc = tfs_io_fsync_dir(pl->env.io, pl->dirfd);
+		rc = tfs_io_fsync_dir(pl->env.io, dirfd);
 	if (rc < 0)
 		tfs_log_error("retention", "deleting old segments of %s: %s; the next open finishes it",
 		              pl->path, tfs_strerror(rc));
 out:
+	close(dirfd);
 	free(d.bytes);
 	free(d.ends);
 	return rc;

@@ -181,6 +181,16 @@ void tfs_segment_unpin(struct tfs_segment *s)
 	tfs_fdcache_put(s->fdcache, &s->log);
 }
 
+int tfs_segment_fd_get(struct tfs_segment *s)
+{
+	return tfs_fdcache_get(s->fdcache, &s->log);   /* logs a failure */
+}
+
+void tfs_segment_fd_put(struct tfs_segment *s)
+{
+	tfs_fdcache_put(s->fdcache, &s->log);
+}
+
 int tfs_segment_fd(struct tfs_segment *s)
 {
 	return s->log.fd;

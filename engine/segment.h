@@ -1,7 +1,9 @@
 /* segment.h - one log segment: a .log file of record batches, its in-memory offset
  * and time indexes, and their Kafka-format .index / .timeindex files.
  *
- * Owns: the fd slot of its .log (through the fd cache) and its index arrays.
+ * Owns: the fd slot of its .log (through the fd cache: no descriptor is held
+ * between operations unless pinned) and its index arrays, allocated at the first
+ * index entry (an idle partition's segment costs its struct and two paths).
  *
  * Files (base = base offset printed as 20 zero-padded decimal digits):
  *   <base>.log        record batches back to back, no header, no padding
@@ -89,7 +91,7 @@ struct tfs_segment {
 	bool sealed;
 	bool deleted;                      /* files renamed .deleted; unlinked after the
 	                                    * last unref (tfs_io_unlink_later) */
-	bool pinned;                       /* active segment keeps its fd pinned */
+	bool pinned;                       /* tfs_segment_pin holds a pin */
 	/* Some batch carries a producer id (>= 0). Set by recovery's scan and by the
 	 * cleaner's output; an append path that writes producer ids must set it too:
 	 * the cleaner reads producer and transaction state only from such segments. */
@@ -121,10 +123,18 @@ struct tfs_segment *tfs_segment_ref(struct tfs_segment *s);
  * was marked deleted, hands its files to tfs_io_unlink_later. NULL ok. */
 void tfs_segment_unref(struct tfs_segment *s);
 
-/* Pins the .log fd for the life of the active segment (append path). */
+/* The .log fd for one operation (an append's write, an fsync): opened through the
+ * fd cache if it was evicted, and pinned until tfs_segment_fd_put. Returns the fd
+ * or -errno (-EMFILE / -ENFILE at the descriptor limit). The active segment holds
+ * no fd between operations, so descriptors do not grow with partitions. */
+int tfs_segment_fd_get(struct tfs_segment *s);
+void tfs_segment_fd_put(struct tfs_segment *s);
+/* Pins the .log fd until tfs_segment_unpin or the last unref: for the cleaner's
+ * output while a pass writes it, and for a deleted segment still read through an
+ * old list (its name may be taken by the next swap of the same base). */
 int tfs_segment_pin(struct tfs_segment *s);
 void tfs_segment_unpin(struct tfs_segment *s);
-/* The pinned fd of the active segment (after tfs_segment_pin). */
+/* The pinned fd (after tfs_segment_pin). */
 int tfs_segment_fd(struct tfs_segment *s);
 
 /* Reads len bytes at pos (short only past the committed size). */

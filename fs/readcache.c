@@ -2,8 +2,8 @@
  *
  * One list in most-recently-used order under one mutex. A lookup walks it from
  * the front: key opens come in runs over the same few windows (a cp -r of a
- * partition of 15,000 .put keys uses ten), so the walk is short; the bound keeps
- * the list at a few hundred windows at most.
+ * partition of 15,000 .put keys uses ten), so the walk is short; invariant (4)
+ * keeps the list at a few hundred windows at most whatever the partitions.
  *
  * Using a window happens outside the lock: a lookup takes a reference on the
  * entry, copies the record, and drops it; an entry evicted meanwhile is freed by
@@ -202,7 +202,7 @@ static void keep(struct tfs_readcache *c, struct tfs_topic *t, const struct tfs_
 	e->listed = true;
 	c->bytes += memory;
 	c->count++;
-	while (c->bytes > c->max_bytes && c->tail != e)
+	while ((c->bytes > c->max_bytes || c->count > TFS_READCACHE_MAX_WINDOWS) && c->tail != e)
 		doom_locked(c, c->tail, &doomed);
 	pthread_mutex_unlock(&c->lock);
 	free_list(c, doomed);

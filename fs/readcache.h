@@ -24,6 +24,9 @@
  *   kept. (2) a window in the list holds one topic reference, dropped when it
  *   leaves the list and its last user is done. (3) windows of one log may
  *   overlap; a lookup takes the most recently used one that covers the offset.
+ *   (4) at most TFS_READCACHE_MAX_WINDOWS windows are kept: a lookup walks the
+ *   list, and reads spread over thousands of partitions (a window each, small
+ *   enough that the byte bound keeps them all) would make every walk long.
  * Threads: every function may be called from any thread; the lock is a leaf
  *   (never held across an engine call).
  * Errors: 0 or a negative errno / TFS_E* code.
@@ -38,6 +41,8 @@
 #include "fs/inode.h"
 
 struct tfs_readcache;
+
+#define TFS_READCACHE_MAX_WINDOWS 256
 
 /* ops (copied) take and drop the topic references windows hold. Caller owns
  * *out; tfs_readcache_destroy. */

@@ -83,11 +83,30 @@ out:
 	return rc;
 }
 
+DIR *tfs_dir_stream(int dirfd)
+{
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d) {
+		int err = errno;
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	rewinddir(d);        /* a dup shares its position with the original */
+	return d;
+}
+
 /* The cache: a mutex, a count of open fds, and an LRU list of open, unpinned
  * slots (most recent at the head). A pinned slot is never in the list. */
 struct tfs_fdcache {
 	struct tfs_io *io;
 	pthread_mutex_t lock;
+	bool read_only;                  /* every open is O_RDONLY */
 	unsigned max_open;
 	unsigned open_count;
 	struct tfs_fdslot *head, *tail;
@@ -111,6 +130,13 @@ void tfs_fdcache_destroy(struct tfs_fdcache *c)
 		return;
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+void tfs_fdcache_set_read_only(struct tfs_fdcache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->read_only = true;
+	pthread_mutex_unlock(&c->lock);
 }
 
 unsigned tfs_fdcache_open_count(const struct tfs_fdcache *c)
@@ -146,15 +172,43 @@ static void lru_push(struct tfs_fdcache *c, struct tfs_fdslot *s)
 	s->in_lru = true;
 }
 
+/* Closes the least-recently-used unpinned fd; false when every open one is pinned. */
+static bool evict_one(struct tfs_fdcache *c)
+{
+	struct tfs_fdslot *victim = c->tail;
+
+	if (!victim)
+		return false;
+	lru_remove(c, victim);
+	close(victim->fd);
+	victim->fd = -1;
+	__atomic_sub_fetch(&c->open_count, 1, __ATOMIC_RELAXED);
+	return true;
+}
+
 /* Closes least-recently-used unpinned fds until there is room for one more. */
 static void evict(struct tfs_fdcache *c)
 {
-	while (c->open_count >= c->max_open && c->tail) {
-		struct tfs_fdslot *victim = c->tail;
-		lru_remove(c, victim);
-		close(victim->fd);
-		victim->fd = -1;
-		__atomic_sub_fetch(&c->open_count, 1, __ATOMIC_RELAXED);
+	while (c->open_count >= c->max_open && evict_one(c))
+		;
+}
+
+/* Opens s's file. The process or system limit may be reached below the cache's
+ * bound (other descriptors: FUSE, rings, a reader's history handle): then the
+ * cache gives up its own idle fds one at a time before it reports the limit. */
+static int slot_open(struct tfs_fdcache *c, struct tfs_fdslot *s)
+{
+	int flags = s->flags | O_CLOEXEC, fd;
+
+	if (c->read_only)
+		flags = (flags & ~(O_ACCMODE | O_APPEND | O_TRUNC)) | O_RDONLY;
+	for (;;) {
+		fd = open(s->path, flags);
+		if (fd >= 0)
+			return fd;
+		fd = -errno;
+		if ((fd != -EMFILE && fd != -ENFILE) || !evict_one(c))
+			return fd;
 	}
 }
 
@@ -206,9 +260,8 @@ int tfs_fdcache_get(struct tfs_fdcache *c, struct tfs_fdslot *s)
 		goto out;
 	}
 	evict(c);
-	fd = open(s->path, s->flags | O_CLOEXEC);
+	fd = slot_open(c, s);
 	if (fd < 0) {
-		fd = -errno;
 		tfs_log_error("io", "cannot open %s: %s", s->path, strerror(-fd));
 		goto out;
 	}

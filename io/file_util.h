@@ -14,12 +14,22 @@
  * when the cache is over its limit. Renaming an owner's file must go through
  * tfs_fdcache_slot_set_path so a later reopen finds it.
  *
+ * The bound holds whatever the number of partitions: an active segment is cached
+ * like a sealed one (the partition's writer pins it around each write or fsync;
+ * the busy partitions stay open because they are the most recently used), and
+ * nothing else of a partition holds a descriptor between operations. Only pins
+ * can take the count past max_open (each pin is one operation in flight, or a
+ * deleted segment still read through its old list). When the process or system
+ * limit is reached first, the cache closes its own idle fds before it gives up;
+ * a limit it cannot make room under is reported as -EMFILE / -ENFILE.
+ *
  * Threads: all functions are thread-safe.
  * Errors: 0 or a negative errno.
  */
 #ifndef TFS_FILE_UTIL_H
 #define TFS_FILE_UTIL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +43,11 @@ int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void 
  * buffer. Caller owns *out (free()). -ENOENT, -EFBIG past max. */
 int tfs_file_read_all(struct tfs_io *io, int dirfd, const char *name, size_t max,
                       char **out, size_t *len);
+
+/* A directory stream of its own over dirfd (a dup, rewound to the start): the
+ * caller owns it, closedir(). NULL with errno set, the dup's EMFILE included (a
+ * bare fdopendir(dup(fd)) would turn it into EBADF). */
+DIR *tfs_dir_stream(int dirfd);
 
 struct tfs_fdcache;
 
@@ -51,6 +66,9 @@ struct tfs_fdslot {
 struct tfs_fdcache *tfs_fdcache_create(struct tfs_io *io, unsigned max_open);
 void tfs_fdcache_destroy(struct tfs_fdcache *c);
 unsigned tfs_fdcache_open_count(const struct tfs_fdcache *c);
+/* From now on every file is opened O_RDONLY whatever its slot's flags say (a
+ * read-only mount: the files may be on a read-only filesystem). */
+void tfs_fdcache_set_read_only(struct tfs_fdcache *c);
 
 /* path is copied. flags are those of open(2) (no O_CREAT: the file must exist). */
 int tfs_fdcache_slot_init(struct tfs_fdslot *s, const char *path, int flags);

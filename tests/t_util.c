@@ -4,12 +4,14 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -139,4 +141,48 @@ int64_t t_plog_dense(struct tfs_plog *pl)
 	assert_int_equal(rc, 0);
 	tfs_plog_cursor_close(c);
 	return expect;
+}
+
+int t_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1;          /* the stream's own */
+}
+
+long t_set_fd_limit(long n)
+{
+	struct rlimit rl;
+	long was;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	was = (long)rl.rlim_cur;
+	rl.rlim_cur = (rlim_t)n;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	return was;
+}
+
+int t_fds_exhaust(int spare, int *fds, int cap)
+{
+	int n = 0, fd;
+
+	while (n < cap && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fds[n++] = fd;
+	assert_true(n < cap);
+	assert_true(errno == EMFILE);
+	for (; spare > 0 && n > 0; spare--)
+		close(fds[--n]);
+	return n;
+}
+
+void t_fds_release(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
 }

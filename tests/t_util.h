@@ -44,4 +44,13 @@ struct tfs_plog;
  * 1, 2, ... (no holes, no duplicates); returns how many there are. */
 int64_t t_plog_dense(struct tfs_plog *pl);
 
+/* Number of descriptors this process holds open (/proc/self/fd). */
+int t_open_fds(void);
+/* Lowers this process's soft descriptor limit to n; returns the limit it was. */
+long t_set_fd_limit(long n);
+/* Takes descriptors (of /dev/null) until the process limit leaves exactly spare
+ * free; returns how many it took. t_fds_release gives them back. */
+int t_fds_exhaust(int spare, int *fds, int cap);
+void t_fds_release(int *fds, int n);
+
 #endif

@@ -296,6 +296,46 @@ static bool same_offsets(struct tfs_plog *pl, const struct offset_set *want)
 	return same;
 }
 
+static bool snapshot_same(const struct snapshot *a, const struct snapshot *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int i = 0; i < a->n; i++) {
+		int j = 0;
+		while (j < b->n && strcmp(a->name[i], b->name[j]))
+			j++;
+		if (j == b->n || a->len[i] != b->len[j] ||
+		    memcmp(a->data[i], b->data[j], (size_t)a->len[i]))
+			return false;
+	}
+	return true;
+}
+
+/* A read-only open of whatever a crash left (the files of a read-only
+ * filesystem) reads the same keys as a read-write one will, and changes no
+ * file: a completed swap is read from its .swap file, leftovers stay. */
+static void read_only_open_reads_the_same(struct fx *f, struct fx_digest digest)
+{
+	struct tfs_fdcache *fdc = tfs_fdcache_create(f->io, 8);
+	struct tfs_plog_env env = { f->io, fdc, &f->cfg, true };
+	struct snapshot before, after;
+	struct tfs_plog *pl = NULL;
+
+	tfs_fdcache_set_read_only(fdc);
+	snapshot_take(f, &before);
+	assert_int_equal(tfs_plog_open(&env, f->path, false, &pl), 0);
+	fx_digest_equal(digest, fx_log_digest(pl));
+	fx_digest_equal(digest, fx_kd_digest(pl));
+	fx_value_is(pl, "key7", NULL);
+	fx_value_is(pl, "key6", "v6.5");
+	tfs_plog_close(pl);
+	snapshot_take(f, &after);
+	assert_true(snapshot_same(&before, &after));
+	snapshot_free(&before);
+	snapshot_free(&after);
+	tfs_fdcache_destroy(fdc);
+}
+
 /* Sweeps the pass that runs at clock `at` after `prior` uncrashed passes (each at
  * FX_T0). Returns the number of crash points. */
 static int sweep(struct fx *f, int prior, int64_t at)
@@ -343,6 +383,7 @@ static int sweep(struct fx *f, int prior, int64_t at)
 		assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
 		points++;
 
+		read_only_open_reads_the_same(f, digest);
 		fx_open(f);
 		fx_no_leftovers(f);
 		fx_verify_files(f->path);

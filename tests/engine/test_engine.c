@@ -483,6 +483,97 @@ static void flush_ms_makes_records_durable_in_the_background(void **state)
 	tfs_topic_unref(t);
 }
 
+/* Bug: an active segment's fd and a directory fd per partition stayed open, so a
+ * topic of more partitions than half the descriptor limit could not be created.
+ * Now nothing of a partition holds a descriptor between operations: the fd
+ * cache's bound is the bound, at create, at append, at roll and after reopen. */
+static void descriptors_stay_bounded_whatever_the_partition_count(void **state)
+{
+	struct fx *f = *state;
+	enum { LIMIT = 256, CACHE = 32, PARTS = 3 * LIMIT, SLACK = 8 };
+	long was = t_set_fd_limit(LIMIT);
+	struct tfs_topic *t;
+	int base;
+	char key[32];
+
+	f->cfg.max_open_files = CACHE;
+	open_engine(f);
+	base = t_open_fds();
+	assert_int_equal(tfs_engine_topic_create(f->e, "wide", PARTS, 0, 0, 0755), 0);
+	assert_true(t_open_fds() <= base + CACHE + SLACK);
+	t = tfs_engine_topic_get(f->e, "wide");
+	assert_non_null(t);
+	for (int32_t p = 0; p < PARTS; p++) {
+		snprintf(key, sizeof(key), "k%d", (int)p);
+		put(tfs_topic_partition(t, p), key, "v");
+		if (p % 97 == 0)
+			assert_int_equal(tfs_plog_roll(tfs_topic_partition(t, p)), 0);
+	}
+	assert_int_equal(tfs_engine_sync(f->e), 0);
+	assert_true(t_open_fds() <= base + CACHE + SLACK);
+	tfs_topic_unref(t);
+
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "wide");
+	assert_non_null(t);
+	assert_int_equal(tfs_topic_partition_count(t), PARTS);
+	for (int32_t p = 0; p < PARTS; p++) {
+		struct tfs_record_copy rc;
+		snprintf(key, sizeof(key), "k%d", (int)p);
+		assert_int_equal(tfs_plog_read_key(tfs_topic_partition(t, p),
+		                                   tfs_slice_make(key, strlen(key)), &rc), 0);
+		assert_int_equal(rc.value_len, 1);
+		tfs_record_copy_release(&rc);
+		put(tfs_topic_partition(t, p), key, "w");
+	}
+	assert_true(t_open_fds() <= base + CACHE + SLACK);
+	tfs_topic_unref(t);
+	tfs_engine_close(f->e);
+	f->e = NULL;
+	t_set_fd_limit(was);
+}
+
+/* Bug: at the descriptor limit a creation failed with EBADF (a failed dup given
+ * to fdopendir). With 0, 1, 2, ... descriptors to spare, a topic is either made
+ * whole or refused with EMFILE, and a refused one leaves nothing behind. */
+static void the_descriptor_limit_reads_emfile_never_another_errno(void **state)
+{
+	struct fx *f = *state;
+	enum { CAP = 4096, MAX_SPARE = 12 };
+	long was = t_set_fd_limit(128);
+	int *fds = calloc(CAP, sizeof(*fds)), n, rc, refused = 0;
+	char name[32];
+
+	assert_non_null(fds);
+	open_engine(f);
+	for (int spare = 0; spare <= MAX_SPARE; spare++) {
+		struct tfs_topic *t;
+		snprintf(name, sizeof(name), "t%d", spare);
+		n = t_fds_exhaust(spare, fds, CAP);
+		rc = tfs_engine_topic_create(f->e, name, 4, 0, 0, 0755);
+		t_fds_release(fds, n);
+		if (rc != 0 && rc != -EMFILE)
+			fail_msg("%d descriptors to spare: create gave %d (%s)", spare, rc, strerror(-rc));
+		t = tfs_engine_topic_get(f->e, name);
+		assert_true(rc == 0 ? t != NULL : t == NULL);
+		refused += rc != 0;
+		tfs_topic_unref(t);
+	}
+	assert_true(refused > 0);
+	/* and what failed is not there after a reopen either */
+	open_engine(f);
+	for (int spare = 0; spare <= MAX_SPARE; spare++) {
+		struct tfs_topic *t;
+		snprintf(name, sizeof(name), "t%d", spare);
+		t = tfs_engine_topic_get(f->e, name);
+		if (t)
+			assert_int_equal(tfs_topic_partition_count(t), 4);
+		tfs_topic_unref(t);
+	}
+	free(fds);
+	t_set_fd_limit(was);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -498,6 +589,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_missing_data_directory_is_enoent_unless_asked_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
+		cmocka_unit_test_setup_teardown(descriptors_stay_bounded_whatever_the_partition_count, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_descriptor_limit_reads_emfile_never_another_errno, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

@@ -962,6 +962,59 @@ static void a_crash_at_every_io_step_loses_no_acknowledged_record(void **state)
 	print_message("crash points tried: %d\n", n);
 }
 
+/* Bug: each open partition pinned its active segment's fd and held its
+ * directory's, so descriptors grew with partitions past the fd cache's bound.
+ * Now a small cache serves many partitions: appends, durable appends, rolls and
+ * reads reopen what it closed, and it never holds more than its bound. */
+static void many_partitions_share_a_small_fd_cache(void **state)
+{
+	struct fx *f = *state;
+	enum { PARTS = 24, BOUND = 2, ROUNDS = 3 };
+	struct tfs_fdcache *small = tfs_fdcache_create(f->io, BOUND);
+	struct tfs_plog_env env = { f->io, small, &f->cfg, false };
+	struct tfs_plog *pl[PARTS];
+	char path[4200], key[16], value[16];
+	int base = t_open_fds();
+
+	for (int p = 0; p < PARTS; p++) {
+		snprintf(path, sizeof(path), "%s/t-%d", f->dir, p);
+		assert_int_equal(tfs_plog_open(&env, path, true, &pl[p]), 0);
+		assert_true(tfs_fdcache_open_count(small) <= BOUND);
+	}
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int p = 0; p < PARTS; p++) {
+			struct tfs_append_rec rec = { 0 };
+			snprintf(key, sizeof(key), "k%d", p);
+			snprintf(value, sizeof(value), "v%d.%d", p, r);
+			rec.key = tfs_slice_make(key, strlen(key));
+			rec.value = tfs_slice_make(value, strlen(value));
+			assert_int_equal(tfs_plog_append(pl[p], &rec, 1, r == 1, NULL, NULL), 0);
+			if (r == 2 && p % 5 == 0)
+				assert_int_equal(tfs_plog_roll(pl[p]), 0);
+			assert_true(tfs_fdcache_open_count(small) <= BOUND);
+		}
+	}
+	assert_true(t_open_fds() <= base + BOUND);
+	for (int p = 0; p < PARTS; p++) {
+		assert_int_equal(tfs_plog_sync(pl[p]), 0);
+		snprintf(key, sizeof(key), "k%d", p);
+		snprintf(value, sizeof(value), "v%d.%d", p, ROUNDS - 1);
+		assert_value(pl[p], key, value);
+		tfs_plog_close(pl[p]);
+	}
+	for (int p = 0; p < PARTS; p++) {     /* and all of it was written */
+		snprintf(path, sizeof(path), "%s/t-%d", f->dir, p);
+		assert_int_equal(tfs_plog_open(&env, path, false, &pl[p]), 0);
+		snprintf(key, sizeof(key), "k%d", p);
+		snprintf(value, sizeof(value), "v%d.%d", p, ROUNDS - 1);
+		assert_value(pl[p], key, value);
+		assert_int_equal(t_plog_dense(pl[p]), ROUNDS);
+		tfs_plog_close(pl[p]);
+	}
+	assert_int_equal(tfs_fdcache_open_count(small), 0);
+	tfs_fdcache_destroy(small);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -987,6 +1040,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(big_zstd_units_survive_level_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_failed_background_flush_fails_later_syncs, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(many_partitions_share_a_small_fd_cache, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("partition_log", tests, NULL, NULL);
 }

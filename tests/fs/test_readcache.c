@@ -375,6 +375,40 @@ static void test_bounded(void **state)
 	assert_true(st.windows >= 1 && st.windows < 20);
 }
 
+/* Bug: reads spread over many partitions (a small window each) kept a window per
+ * partition under the byte bound, and every lookup walked them all: reading one
+ * key of each of 25,000 partitions took minutes. The count is bounded too. */
+static void test_windows_of_many_partitions_are_bounded_in_number(void **state)
+{
+	struct fx *f = *state;
+	enum { PARTS = TFS_READCACHE_MAX_WINDOWS + 64 };
+	struct tfs_readcache_stats st;
+	struct tfs_topic *wide;
+	char key[32], want[160];
+
+	assert_int_equal(tfs_engine_topic_create(f->e, "wide", PARTS, getuid(), getgid(), 0755), 0);
+	wide = tfs_engine_topic_get(f->e, "wide");
+	assert_non_null(wide);
+	for (int p = 0; p < PARTS; p++)
+		put_unit(tfs_topic_partition(wide, p), p, 1, 1);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int p = 0; p < PARTS; p++) {
+			struct tfs_record_copy got;
+			size_t wlen = value_of(want, sizeof(want), p, 1);
+			key_of(key, sizeof(key), p);
+			assert_int_equal(tfs_readcache_read_key(f->rc, wide, tfs_topic_partition(wide, p),
+			                                        tfs_slice_make(key, strlen(key)), &got), 0);
+			assert_int_equal(got.value_len, wlen);
+			assert_memory_equal(got.value, want, wlen);
+			tfs_record_copy_release(&got);
+			tfs_readcache_stats(f->rc, &st);
+			assert_true(st.windows <= TFS_READCACHE_MAX_WINDOWS);
+		}
+	}
+	tfs_readcache_forget_topic(f->rc, wide);
+	tfs_topic_unref(wide);
+}
+
 static void test_zstd_batches(void **state)
 {
 	struct fx *f = *state;
@@ -521,6 +555,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corruption_is_reported_not_served, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_bad_header_past_the_record_is_not_its_problem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_windows_of_many_partitions_are_bounded_in_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_zstd_batches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forget_topic_drops_its_windows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_during_writes_and_passes, setup, teardown),

@@ -245,6 +245,58 @@ static void fdcache_never_holds_more_than_its_limit(void **state)
 	tfs_fdcache_destroy(c);
 }
 
+/* The process's descriptor limit may be reached below the cache's bound (other
+ * descriptors, a bound set too high): the cache then closes its own idle fds to
+ * make room, and only a limit it cannot make room under reads EMFILE. */
+static void fdcache_gives_back_idle_fds_at_the_process_limit(void **state)
+{
+	struct fixture *f = *state;
+	enum { FILES = 96, CAP = 4096 };
+	struct tfs_fdslot slots[FILES];
+	struct tfs_fdcache *c = tfs_fdcache_create(f->io, 100000);
+	int *fds = calloc(CAP, sizeof(*fds)), n, fd;
+	long was = t_set_fd_limit(256);
+	char path[4096];
+
+	assert_non_null(fds);
+	for (int i = 0; i < FILES; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", f->dir, i);
+		assert_int_equal(t_write_file(path, &i, sizeof(i)), 0);
+		assert_int_equal(tfs_fdcache_slot_init(&slots[i], path, O_RDONLY), 0);
+	}
+	/* a few descriptors to spare: every file still opens, one after another */
+	n = t_fds_exhaust(4, fds, CAP);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < FILES; i++) {
+			int v = -1;
+			fd = tfs_fdcache_get(c, &slots[i]);
+			if (fd < 0)
+				fail_msg("file %d of round %d: %s", i, round, strerror(-fd));
+			assert_int_equal(tfs_io_read(f->io, fd, &v, sizeof(v), 0), sizeof(v));
+			assert_int_equal(v, i);
+			tfs_fdcache_put(c, &slots[i]);
+		}
+	}
+	/* every cached fd pinned and none to spare: the limit, as EMFILE */
+	for (int i = 0; i < FILES; i++)
+		(void)tfs_fdcache_get(c, &slots[i]);
+	for (int i = 0; i < FILES; i++) {
+		if (slots[i].fd < 0) {
+			assert_int_equal(tfs_fdcache_get(c, &slots[i]), -EMFILE);
+			break;
+		}
+	}
+	for (int i = 0; i < FILES; i++)
+		if (slots[i].fd >= 0)
+			tfs_fdcache_put(c, &slots[i]);
+	t_fds_release(fds, n);
+	for (int i = 0; i < FILES; i++)
+		tfs_fdcache_slot_release(c, &slots[i]);
+	tfs_fdcache_destroy(c);
+	free(fds);
+	t_set_fd_limit(was);
+}
+
 struct thread_arg {
 	struct tfs_io *io;
 	int fd;
@@ -431,6 +483,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(replace_is_whole_and_leaves_no_temp, setup, teardown),
 		cmocka_unit_test_setup_teardown(replace_that_fails_keeps_the_old_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(fdcache_never_holds_more_than_its_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(fdcache_gives_back_idle_fds_at_the_process_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(threads_each_get_their_own_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(unlinks_later_are_done_by_the_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(destroy_finishes_the_queued_unlinks, setup, teardown),
