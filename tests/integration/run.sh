@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export BUILD_DIR=${BUILD_DIR:-$(cd "$here/../.." && pwd)/build}
 
 # Cheap areas first, the long-running ones (stress, full disk, concurrency) last.
-order="basic errno keynames bulk rename history xattr tools access mount_helper systemd faults
+order="basic errno keynames bulk commit rename history xattr tools access mount_helper systemd faults
 	enospc fio concurrency"
 files=()
 if [ $# -gt 0 ]; then

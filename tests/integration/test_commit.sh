@@ -1,0 +1,164 @@
+#!/bin/bash
+# test_commit.sh - one commit, one record (README "Writing"), counted in the log:
+#   - .put / .append: a single write(2) of any size from 1 B to 8 MiB, and the same
+#     bytes cut into arbitrary write(2) calls, give exactly one record per line, and
+#     every key reads back its own value (a line joined across the kernel's write
+#     requests once read freed memory);
+#   - a created or truncated descriptor commits once, at its last close, and only if
+#     nothing was written through it; nobody else's lookup, stat, cat or listing
+#     turns it into a record, nor does the close of a copy (dup, a shell redirect);
+#   - O_APPEND descriptors add their bytes onto the newest value: parallel `>>`
+#     lose no line.
+# Counting is by log_end_offset and the .history listing, never by what a read
+# returns alone. Waiting is on events (a remount, a descriptor closed), never on time.
+. "$(dirname "$0")/lib.sh"
+t_require_daemon
+
+T_PUT=$T_DIR/put.py
+cat > "$T_PUT" <<'PYEOF'
+"""put.py MNT MODE SEED SIZE...: for each SIZE, a new topic gets .put lines of exactly
+SIZE bytes (MODE single: one write(2); split: cut at random points, seeded; append:
+.append lines in one write(2)), then the log must have grown by one record per line
+and every key must read back its value and be listed once. Prints what failed."""
+import os, random, sys
+
+mnt, mode, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sizes = [int(s) for s in sys.argv[4:]]
+rng = random.Random(seed)
+PRINTABLE = bytes(32 + b % 95 for b in range(256))   # no newline in a value
+bad = []
+
+
+def name(n):
+    digits, s = b"0123456789abcdefghijklmnopqrstuvwxyz", b""
+    while True:
+        s, n = digits[n % 36:n % 36 + 1] + s, n // 36
+        if n == 0:
+            return s
+
+
+def lines_of(size, keyed):
+    """[key, value length, terminated] lines of exactly size bytes in all."""
+    per, lines, used = max(1, size // 2000), [], 0   # <= ~4,000 keys to read back
+    while True:
+        head = len(name(len(lines))) + 1 if keyed else 0
+        n = head + rng.randrange(0, 2 * per) + 1
+        if used + n > size:
+            break
+        lines.append([name(len(lines)), n - head - 1, True])
+        used += n
+    rest, head = size - used, len(name(len(lines))) + 1 if keyed else 0
+    if rest >= max(head, 1):
+        lines.append([name(len(lines)), rest - head, False])   # taken at close
+    else:
+        lines[-1][1] += rest
+    return lines
+
+
+def cuts(data):
+    pos, parts = 0, []
+    while pos < len(data):
+        n = rng.choice([1, 2, rng.randrange(1, 70), rng.randrange(1, 5000),
+                        rng.randrange(1, 200000), rng.randrange(1, 3 << 20)])
+        parts.append(data[pos:pos + n])
+        pos += n
+    return parts
+
+
+for rnd, size in enumerate(sizes):
+    keyed = mode != "append"
+    part = os.path.join(mnt, "s%d-%d" % (seed, rnd), "0")
+    os.mkdir(os.path.dirname(part))
+    vals, out = {}, []
+    for k, vlen, term in lines_of(size, keyed):
+        v = rng.randbytes(vlen).translate(PRINTABLE)
+        vals[k] = v
+        out.append((k + b"\t" if keyed else b"") + v + (b"\n" if term else b""))
+    data = b"".join(out)
+    assert len(data) == size, (len(data), size)
+    fd = os.open(os.path.join(part, ".put" if keyed else ".append"), os.O_WRONLY)
+    try:
+        for piece in ([data] if mode != "split" else cuts(data)):
+            while piece:
+                piece = piece[os.write(fd, piece):]
+    finally:
+        os.close(fd)
+    got = int(os.getxattr(part, "user.topicfs.log_end_offset"))
+    if got != len(out):
+        bad.append("size %d (%s): %d records for %d lines" % (size, mode, got, len(out)))
+    if not keyed:
+        continue
+    for k, v in vals.items():
+        try:
+            with open(os.path.join(part, os.fsdecode(k)), "rb") as f:
+                r = f.read()
+        except OSError as e:
+            bad.append("size %d: key %r: %s" % (size, k, e))
+            continue
+        if r != v:
+            bad.append("size %d: key %r reads %d bytes, wrote %d" % (size, k, len(r), len(v)))
+    names = sorted(os.listdir(part))
+    if names != sorted(os.fsdecode(k) for k in vals):
+        bad.append("size %d: %d names listed for %d keys" % (size, len(names), len(vals)))
+for b in bad[:20]:
+    print(b)
+sys.exit(1 if bad else 0)
+PYEOF
+
+KIB=1024 MIB=$((1024 * 1024))
+# Sizes at and around every buffer and bound a line or a write meets: the handle's
+# first allocations (64 B, doubling), a page, FUSE's write requests (128 KiB pages,
+# 1 MiB max_write), max.message.bytes (1048588), and several of each.
+SIZES="2 3 4 63 64 65 127 128 129 255 256 257 4095 4096 4097 65535 65536 65537
+	$((128 * KIB - 1)) $((128 * KIB)) $((128 * KIB + 1)) $((MIB - 1)) $MIB $((MIB + 1))
+	1048588 1048589 $((2 * MIB - 1)) $((2 * MIB)) $((2 * MIB + 1)) $((3 * MIB + 7)) $((8 * MIB))"
+
+c_put_single_writes() {
+	t_mount
+	# shellcheck disable=SC2086
+	assert_ok "$T_PY" "$T_PUT" "$MNT" single 1 $SIZES
+}
+
+c_put_split_writes() {
+	t_mount
+	local seed
+	for seed in 1 2 3; do
+		# shellcheck disable=SC2086
+		assert_ok "$T_PY" "$T_PUT" "$MNT" split "$seed" $SIZES
+	done
+}
+
+c_append_single_and_split_writes() {
+	t_mount
+	# shellcheck disable=SC2086
+	assert_ok "$T_PY" "$T_PUT" "$MNT" append 1 1 $SIZES
+}
+
+# The report's reproduction: 20,000 lines "bkN<TAB>" + 100 bytes in one os.write.
+c_put_twenty_thousand_lines() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 out
+	out=$("$T_PY" - "$p" <<'EOF'
+import os, sys
+p = sys.argv[1]
+lines = [b"bk%d\t%s\n" % (i, b"%03d" % (i % 1000) * 33 + b"z") for i in range(20000)]
+fd = os.open(p + "/.put", os.O_WRONLY)
+data = b"".join(lines)
+while data:
+    data = data[os.write(fd, data):]
+os.close(fd)
+bad = [i for i in range(20000) if open("%s/bk%d" % (p, i), "rb").read() != lines[i][len(b"bk%d\t" % i):-1]]
+names = set(os.listdir(p))
+print(len(bad), len(names), sorted(n for n in names if not n.startswith("bk"))[:3])
+EOF
+)
+	assert_eq "0 20000 []" "$out" "keys read back wrong, keys listed, names nobody wrote"
+	assert_eq 20000 "$(t_leo t/0)" "log end after one write of 20,000 lines"
+}
+
+t_test put_single_writes c_put_single_writes
+t_test put_split_writes c_put_split_writes
+t_test append_single_and_split_writes c_append_single_and_split_writes
+t_test put_twenty_thousand_lines c_put_twenty_thousand_lines
+t_done
