@@ -12,15 +12,29 @@
  *           to close(). FSYNC commits durably. RELEASE commits what is left
  *           (errors can only be logged).
  *
- * Creation and O_TRUNC oblige a commit of their own ("pending"), so that touch
- * and ": > key" append an empty value. But a shell redirect opens the file,
- * dup2()s it to fd 1 and closes the original: a FLUSH before the first write.
- * Committing there would append an empty record before every "echo v > key".
- * So a FLUSH that finds only the pending obligation defers it: the commit happens
- * at the next FLUSH after a write, at FSYNC, at RELEASE, or as soon as anything
- * could observe its absence (tfs_key_settle: an open of a key, a listing or the
- * attributes of the partition). Meanwhile lookup and stat already show the key
- * with the writer's size.
+ * One commit, one record. Creation and O_TRUNC oblige a commit of their own
+ * ("pending"), so that touch and ": > key" append an empty value, exactly once.
+ * But FLUSH comes with every close() of every copy of the descriptor: a shell
+ * redirect opens the file, dup2()s it to fd 1 and closes the original (a FLUSH
+ * before the first write), and "exec 4>&3; exec 4>&-" closes a copy while fd 3
+ * stays open. Nothing in a FLUSH says whether it was the last close; RELEASE,
+ * sent once per open file after its last close, does. So a FLUSH commits only
+ * written bytes; the creation or truncation alone is committed at RELEASE (or
+ * FSYNC), when it is the handle's final state. Until then nobody else turns it
+ * into a record: a lookup, stat, cat, listing or another writer sees the previous
+ * value, or an empty one for a new name, and nothing is appended.
+ *
+ * RELEASE is asynchronous: close() returns once FLUSH is answered, with the
+ * RELEASE queued, so ": > k; cat k" could open k before the RELEASE is handled.
+ * A FLUSH that leaves the pending obligation marks the handle "closing"
+ * (m->deferred); an observer of that key or its partition (tfs_key_settle) waits
+ * until the RELEASE lands or the handle is written again, at most SETTLE_MS. A
+ * handle still open after that (fd 3 above) is marked outwaited so that no other
+ * observer waits for it until its next FLUSH. The wait only orders the commit
+ * before what the closing process does next; whichever way it ends, the promise
+ * above holds. At unmount, a closing handle whose RELEASE never came (the kernel
+ * drops queued requests when the connection ends) is committed: its close() was
+ * acknowledged.
  *
  * Page cache (DESIGN "Reading"), measured on this kernel (6.18): the page cache
  * AND i_size are shared by every handle of an inode. Keeping a reader's pinned
@@ -106,11 +120,17 @@
 #include "io/log.h"
 
 #define BUF_MIN_CAP 256
+/* How long an observer waits for the RELEASE of a handle closed without a write:
+ * the RELEASE is queued before close() returns, so this only covers scheduling
+ * delays on a loaded machine; see the top of this file. */
+#define SETTLE_MS 250
 
 /* ---- attributes ----------------------------------------------------------- */
 
 /* The writer whose size getattr reports: the handle asked about, else the most
- * recently written dirty one. Node lock held. */
+ * recently written dirty one (fstat after write carries no handle). A handle only
+ * created or truncated is not one: others see the previous value's size until it
+ * commits. Node lock held. */
 static struct tfs_key_handle *size_writer_locked(struct tfs_node *n, struct fuse_file_info *fi)
 {
 	struct tfs_key_handle *best = NULL;
@@ -121,7 +141,7 @@ static struct tfs_key_handle *size_writer_locked(struct tfs_node *n, struct fuse
 			return h;
 	}
 	for (struct tfs_key_handle *h = n->writers; h; h = h->wnext)
-		if ((h->dirty || h->pending) && (!best || h->write_seq > best->write_seq))
+		if (h->dirty && (!best || h->write_seq > best->write_seq))
 			best = h;
 	return best;
 }
@@ -143,6 +163,7 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 
 	if (!pl)
 		return -ENOENT;
+	tfs_key_settle(m, n);                  /* ": > k; stat k" */
 	tfs_topic_owner(n, &uid, &gid, &mode);
 	mode &= 0666;
 	if (fi && fi->fh) {
@@ -171,7 +192,7 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 	unlinked = n->unlinked;
 	pthread_mutex_unlock(&n->lock);
 
-	if (have_w) {                           /* written or created, not committed */
+	if (have_w) {                           /* written, not committed */
 		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
 		return TFS_STAT_VOLATILE;
 	}
@@ -225,6 +246,8 @@ static void handle_unlink_locked(struct tfs_node *n, struct tfs_key_handle *h)
 	h->wnext = h->wprev = NULL;
 }
 
+static void defer_remove(struct tfs_mount *m, struct tfs_key_handle *h);
+
 /* Commits a dirty writer: one record with the buffer as value. Node lock held
  * (writes to this node wait; the engine's locks come after ours). */
 static int commit_locked(struct tfs_mount *m, struct tfs_key_handle *h, bool durable,
@@ -272,6 +295,7 @@ static int commit(struct tfs_mount *m, struct tfs_key_handle *h, bool durable)
 	pthread_mutex_lock(&n->lock);
 	rc = commit_locked(m, h, durable, &committed);
 	pthread_mutex_unlock(&n->lock);
+	defer_remove(m, h);     /* after the record: whoever waited for it sees it */
 	/* Its mtime is now the record's; cached attrs (from a getattr between the
 	 * writes and this commit) must go. The kernel already dropped them on write. */
 	if (committed)
@@ -279,11 +303,25 @@ static int commit(struct tfs_mount *m, struct tfs_key_handle *h, bool durable)
 	return rc;
 }
 
-/* ---- deferred empty commits (see the top of this file) ------------------- */
+/* ---- closed creations and truncations (see the top of this file) -------- */
 
+void tfs_key_cond_init(pthread_cond_t *c)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* Puts h on m->deferred (again): its last event is a FLUSH that left only the
+ * pending obligation. Node lock held (lock order: node, then deferred_lock; the
+ * list and h->deferred are under deferred_lock). */
 static void defer_add(struct tfs_mount *m, struct tfs_key_handle *h)
 {
 	pthread_mutex_lock(&m->deferred_lock);
+	h->outwaited = false;           /* a new close: it may be the last */
 	if (!h->deferred) {
 		h->dprev = NULL;
 		h->dnext = m->deferred;
@@ -308,50 +346,89 @@ static void defer_unlink_locked(struct tfs_mount *m, struct tfs_key_handle *h)
 	h->dnext = h->dprev = NULL;
 	h->deferred = false;
 	atomic_fetch_sub_explicit(&m->deferred_count, 1, memory_order_release);
+	pthread_cond_broadcast(&m->deferred_cond);
 }
 
+/* Takes h off m->deferred: written again, or committed. */
 static void defer_remove(struct tfs_mount *m, struct tfs_key_handle *h)
 {
+	/* acquire: pairs with the release increment in defer_add. */
+	if (atomic_load_explicit(&m->deferred_count, memory_order_acquire) == 0)
+		return;
 	pthread_mutex_lock(&m->deferred_lock);
 	if (h->deferred)
 		defer_unlink_locked(m, h);
 	pthread_mutex_unlock(&m->deferred_lock);
 }
 
+/* Is h one that an observer of n waits for? Deferred lock held (h is alive). */
+static bool settles_for(const struct tfs_key_handle *h, const struct tfs_node *n)
+{
+	const struct tfs_node *hn = h->base.node;
+
+	if (h->outwaited)
+		return false;
+	if (n->kind == TFS_NODE_KEY)
+		return hn == n;
+	return hn->topic == n->topic && hn->partition == n->partition;
+}
+
 void tfs_key_settle(struct tfs_mount *m, struct tfs_node *n)
 {
-	struct tfs_key_handle *h, *next;
+	struct timespec deadline;
+	int rc = 0;
 
 	/* acquire: pairs with the release increment in defer_add. */
 	if (atomic_load_explicit(&m->deferred_count, memory_order_acquire) == 0 || !n->topic)
 		return;
-	/* Commits run under the deferred lock, so that a RELEASE cannot free a
-	 * handle under us (tfs_key__fh_free takes the lock to leave the list). */
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_nsec += (long)SETTLE_MS * 1000000L;
+	deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+	deadline.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&m->deferred_lock);
-	for (h = m->deferred; h; h = next) {
-		struct tfs_node *hn = h->base.node;
-		bool committed = false;
-		int rc = 0;
-
-		next = h->dnext;
-		if (hn->topic != n->topic || hn->partition != n->partition)
-			continue;
-		/* Only the creation or truncation is owed here. A handle written since
-		 * is its editor's to commit (at its close): committing it now could
-		 * publish a value in the middle of its writes. */
-		pthread_mutex_lock(&hn->lock);
-		if (h->pending && !h->dirty)
-			rc = commit_locked(m, h, false, &committed);
-		pthread_mutex_unlock(&hn->lock);
-		if (committed)
-			tfs_notify_changed(m, hn);
-		if (rc < 0)
-			tfs_log_error("fs", "deferred commit of a created or truncated key in %s/%d "
-			              "failed: %s", tfs_topic_name(hn->topic), (int)hn->partition,
-			              tfs_strerror(rc));
-		defer_unlink_locked(m, h);
+	for (;;) {
+		struct tfs_key_handle *h;
+		for (h = m->deferred; h && !settles_for(h, n); h = h->dnext)
+			;
+		if (!h)
+			break;
+		if (rc == ETIMEDOUT) {
+			/* Still open (its close was of a copy): nobody waits for it again
+			 * before its next FLUSH. */
+			for (; h; h = h->dnext)
+				if (settles_for(h, n))
+					h->outwaited = true;
+			break;
+		}
+		rc = pthread_cond_timedwait(&m->deferred_cond, &m->deferred_lock, &deadline);
 	}
 	pthread_mutex_unlock(&m->deferred_lock);
+}
+
+void tfs_key_commit_closed(struct tfs_mount *m)
+{
+	for (;;) {
+		struct tfs_key_handle *h;
+		struct tfs_node *n;
+		bool committed;
+		int rc;
+
+		pthread_mutex_lock(&m->deferred_lock);
+		h = m->deferred;
+		if (h)
+			defer_unlink_locked(m, h);
+		pthread_mutex_unlock(&m->deferred_lock);
+		if (!h)
+			break;
+		n = h->base.node;
+		pthread_mutex_lock(&n->lock);
+		rc = commit_locked(m, h, false, &committed);
+		pthread_mutex_unlock(&n->lock);
+		if (rc < 0)
+			tfs_log_error("fs", "commit of a created or truncated key in %s/%d at unmount "
+			              "failed: %s", tfs_topic_name(n->topic), (int)n->partition,
+			              tfs_strerror(rc));
+	}
 }
 
 void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
@@ -556,6 +633,15 @@ static void key_read(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, siz
 	pthread_mutex_unlock(&n->lock);
 }
 
+/* After a write or ftruncate through h: its next FLUSH commits. Node lock held. */
+static void mark_written_locked(struct tfs_mount *m, struct tfs_key_handle *h)
+{
+	h->dirty = true;
+	h->mtime_ms = tfs_now_ms();
+	h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
+	defer_remove(m, h);                     /* not closing after all */
+}
+
 /* Makes room for len bytes. Node lock held. */
 static int reserve(struct tfs_key_handle *h, size_t len)
 {
@@ -628,9 +714,7 @@ static void key_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, co
 		memcpy(h->buf + pos, buf, size);
 		if (end > h->len)
 			h->len = end;
-		h->dirty = true;
-		h->mtime_ms = tfs_now_ms();
-		h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
+		mark_written_locked(m, h);
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (rc < 0)
@@ -645,28 +729,24 @@ static void key_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 	pid_t tid = fuse_req_ctx(req)->pid;
-	bool defer, skip;
+	bool skip = false, dirty;
 
 	if (!h->writer) {
 		fuse_reply_err(req, 0);
 		return;
 	}
 	pthread_mutex_lock(&n->lock);
-	if (h->dirty) {
-		defer = false;
+	dirty = h->dirty;
+	if (dirty)
 		skip = !is_editor_locked(h, fi->lock_owner, tid);   /* a fork's close */
-	} else {
-		defer = h->pending && !n->unlinked && tid == h->opener_tid;
-		skip = !defer;
-	}
+	else if (h->pending && !n->unlinked)
+		defer_add(m, h);        /* maybe the last close: RELEASE commits it */
 	pthread_mutex_unlock(&n->lock);
-	if (defer)
-		defer_add(m, h);                /* only created/truncated so far */
 	if (skip)
 		tfs_log(TFS_LOG_DEBUG, "fs", "flush of a key in %s/%d by thread %d, not an editor: "
 		        "left to its editor's close", tfs_topic_name(n->topic), (int)n->partition,
 		        (int)tid);
-	if (defer || skip) {
+	if (!dirty || skip) {
 		fuse_reply_err(req, 0);
 		return;
 	}
@@ -701,7 +781,9 @@ static void key_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 	struct tfs_key_handle *h = tfs_key__of(fh);
 
 	if (h->writer) {
-		int rc = commit(m, h, false);   /* normally FLUSH did it already */
+		/* The creation or truncation closed without a write, or what a
+		 * fork's close left: FLUSH committed everything else already. */
+		int rc = commit(m, h, false);
 		if (rc < 0)
 			tfs_log_error("fs", "commit at release of a key in %s/%d lost: %s",
 			              tfs_topic_name(fh->node->topic), (int)fh->node->partition,
@@ -745,12 +827,8 @@ static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
 		if (!w)
 			w = n->writers;
 		rc = w ? resize_locked(w, (size_t)size) : -ENOENT;
-		if (w && rc == 0) {
-			w->dirty = true;
-			w->mtime_ms = tfs_now_ms();
-			w->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
-			                                         memory_order_relaxed);
-		}
+		if (w && rc == 0)
+			mark_written_locked(m, w);
 		pthread_mutex_unlock(&n->lock);
 		return rc;
 	}
@@ -797,10 +875,7 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			if (rc == 0) {
 				/* SETATTR carries no lock owner: the thread stands for it. */
 				note_editor_locked(h, 0, fuse_req_ctx(req)->pid);
-				h->dirty = true;
-				h->mtime_ms = tfs_now_ms();
-				h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
-				                                         memory_order_relaxed);
+				mark_written_locked(m, h);
 			}
 			pthread_mutex_unlock(&n->lock);
 		} else {

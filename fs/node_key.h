@@ -26,8 +26,12 @@ struct tfs_key_handle {
 	uint8_t *buf;
 	size_t len, cap;
 	bool dirty;                     /* written since the last commit */
-	bool pending;                   /* created or O_TRUNC: owes a commit */
-	bool deferred;                  /* on m->deferred (under m->deferred_lock) */
+	bool pending;                   /* created or O_TRUNC: owes a commit at its
+	                                 * RELEASE unless a written commit paid it */
+	bool deferred;                  /* on m->deferred: pending, not dirty, last
+	                                 * event a FLUSH (under m->deferred_lock) */
+	bool outwaited;                 /* an observer waited for it in vain (under
+	                                 * m->deferred_lock): others do not */
 	int failed_err;                 /* a write (EFBIG) or a commit failed: this
 	                                 * handle appends nothing any more, and its
 	                                 * later writes get this error */

@@ -157,8 +157,82 @@ EOF
 	assert_eq 20000 "$(t_leo t/0)" "log end after one write of 20,000 lines"
 }
 
+# A copy of the descriptor closed (exec 4>&-) is not the end of the open file: the
+# truncation is not committed there, cat reads the previous value, and the file's
+# one commit is what was written through it.
+c_dup_close_commits_nothing() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 out
+	echo old > "$p/K"
+	out=$(cd "$p" && bash -c 'exec 3>K; exec 4>&3; exec 4>&-; cat K
+		getfattr --only-values -n user.topicfs.log_end_offset .; echo
+		stat -c %s K; echo new >&3; exec 3>&-')
+	assert_eq "old 1 4" "$(echo $out)" "cat, log end and size while the truncating fd is open"
+	assert_eq 2 "$(t_leo t/0)" "log end: old, then new, nothing between"
+	assert_cat "$p/K" $'new\n'
+	assert_eq "old new" "$(cat "$p/.history/"* | xargs)" "values in the log"
+	# A new name: seen, empty, and no record until the last close.
+	out=$(cd "$p" && bash -c 'exec 3>N; exec 4>&3; exec 4>&-; printf "[%s] " "$(cat N)"
+		getfattr --only-values -n user.topicfs.log_end_offset .
+		echo; stat -c %s N; exec 3>&-')
+	assert_eq "[] 2 0" "$(echo $out)" "cat, log end and size of a created name"
+	t_remount                       # the last close's RELEASE is handled by now
+	assert_eq 3 "$(t_leo t/0)" "log end: one empty value for N"
+	assert_cat "$p/N" ""
+}
+
+# Truncations and creations closed without a write commit exactly one empty value
+# each; an open of an existing key without O_TRUNC commits nothing.
+c_truncate_and_create_commit_once() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0
+	echo full > "$p/e"
+	echo keep > "$p/k"
+	touch "$p/new"
+	: > "$p/e"
+	touch "$p/k"
+	sh -c ": >> '$p/k'"
+	bash -c "exec 3>'$p/two'; exec 4>&3; exec 5>&3; exec 4>&- 5>&-; exec 3>&-"
+	"$T_PY" -c "import os; os.close(os.open('$p/three', os.O_WRONLY | os.O_CREAT | os.O_TRUNC))"
+	t_remount
+	assert_eq 6 "$(t_leo t/0)" "log end: full, keep, new, e, two, three"
+	assert_eq "e k new three two" "$(ls "$p" | xargs)" "listing"
+	assert_eq "0 keep 0 0 0" "$( (stat -c %s "$p/e"; cat "$p/k"; stat -c %s "$p/new" "$p/two" \
+		"$p/three") | xargs)" "values"
+}
+
+# Four shells rewrite one key 200 times each while others cat it and list the
+# partition: 800 records, no empty one, and no reader ever sees an empty value.
+c_redirect_loops_with_readers() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 i pids=() empties
+	echo start > "$p/key"
+	for i in 1 2 3 4; do
+		(for j in $(seq 200); do echo "v$i-$j" > "$p/key"; done) &
+		pids+=($!)
+	done
+	(while [ ! -e "$T_CASE/stop" ]; do
+		v=$(cat "$p/key"); [ -n "$v" ] || echo EMPTY
+		ls "$p" > /dev/null; stat -c %s "$p/key" > /dev/null
+	done > "$T_CASE/reads") &
+	local reader=$!
+	for i in "${pids[@]}"; do wait "$i"; done
+	touch "$T_CASE/stop"
+	wait "$reader"
+	empties=$(grep -c EMPTY "$T_CASE/reads" || :)
+	assert_eq 0 "$empties" "empty values read"
+	assert_eq 801 "$(t_leo t/0)" "records: start and 4 x 200"
+	assert_eq 0 "$(find "$p/.history" -type f -empty | wc -l)" "empty records in the log"
+}
+
 t_test put_single_writes c_put_single_writes
 t_test put_split_writes c_put_split_writes
 t_test append_single_and_split_writes c_append_single_and_split_writes
 t_test put_twenty_thousand_lines c_put_twenty_thousand_lines
+t_test dup_close_commits_nothing c_dup_close_commits_nothing
+t_test truncate_and_create_commit_once c_truncate_and_create_commit_once
+t_test redirect_loops_with_readers c_redirect_loops_with_readers
 t_done
