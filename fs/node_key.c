@@ -10,7 +10,10 @@
  *           buffer (O_APPEND: at its end); read() sees the buffer. FLUSH (every
  *           close) commits when written: one record per commit, errors returned
  *           to close(). FSYNC commits durably. RELEASE commits what is left
- *           (errors can only be logged).
+ *           (errors can only be logged). An O_APPEND writer commits only the
+ *           bytes it appended, onto whatever value is newest at its commit
+ *           (tfs_plog_append_onto), so parallel ">>" lose no line; an ftruncate
+ *           through it makes it an ordinary last-writer-wins writer.
  *
  * One commit, one record. Creation and O_TRUNC oblige a commit of their own
  * ("pending"), so that touch and ": > key" append an empty value, exactly once.
@@ -269,8 +272,18 @@ static int commit_locked(struct tfs_mount *m, struct tfs_key_handle *h, bool dur
 	if (!pl)
 		return -ENOENT;
 	rec.key = tfs_slice_make(n->key_len ? n->key : empty, n->key_len);
-	rec.value = tfs_slice_make(h->len ? h->buf : empty, h->len);
-	rc = tfs_plog_append(pl, &rec, 1, durable, NULL, NULL);
+	if (h->onto) {
+		/* O_APPEND: its own bytes go onto whatever value is newest now. */
+		rc = tfs_plog_append_onto(pl, rec.key, tfs_slice_make(h->buf ? h->buf + h->base_len
+		                                                             : empty,
+		                                                      h->len - h->base_len),
+		                          durable, NULL, NULL);
+		if (rc == 0)
+			h->base_len = h->len;
+	} else {
+		rec.value = tfs_slice_make(h->len ? h->buf : empty, h->len);
+		rc = tfs_plog_append(pl, &rec, 1, durable, NULL, NULL);
+	}
 	if (rc < 0) {
 		/* The error goes to this close()/fsync(); the value is dropped, so that a
 		 * later retry (RELEASE) cannot make a record appear that the caller was
@@ -463,6 +476,9 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 		return -ENOENT;
 	h->writer = true;
 	h->append = append;
+	/* O_APPEND commits its bytes onto the newest value, unless it truncated
+	 * (a new name "starts" truncated: there is nothing to keep) */
+	h->onto = append && (!trunc || start_dirty);
 	h->payload_max = tfs_key__payload_max(n);
 	klen = tfs_key__copy(n, kb);
 	h->payload_max = h->payload_max > klen ? h->payload_max - klen : 0;
@@ -478,6 +494,7 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	/* Take the value's buffer over instead of copying it. */
 	h->buf = rc_copy.value;
 	h->len = h->cap = rc_copy.value_len;
+	h->base_len = h->len;
 	rc_copy.value = NULL;
 	rc_copy.value_len = 0;
 	tfs_record_copy_release(&rc_copy);
@@ -827,8 +844,10 @@ static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
 		if (!w)
 			w = n->writers;
 		rc = w ? resize_locked(w, (size_t)size) : -ENOENT;
-		if (w && rc == 0)
+		if (w && rc == 0) {
+			w->onto = false;
 			mark_written_locked(m, w);
+		}
 		pthread_mutex_unlock(&n->lock);
 		return rc;
 	}
@@ -873,6 +892,7 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			pthread_mutex_lock(&n->lock);
 			rc = resize_locked(h, (size_t)attr->st_size);
 			if (rc == 0) {
+				h->onto = false;        /* a whole value now: last writer wins */
 				/* SETATTR carries no lock owner: the thread stands for it. */
 				note_editor_locked(h, 0, fuse_req_ctx(req)->pid);
 				mark_written_locked(m, h);

@@ -37,6 +37,9 @@ struct tfs_key_handle {
 	                                 * later writes get this error */
 	struct tfs_key_handle *dnext, *dprev;   /* m->deferred */
 	bool append;                    /* O_APPEND: writes go to the end */
+	bool onto;                      /* append: commits buf[base_len, len) onto the
+	                                 * newest value (not after O_TRUNC/ftruncate) */
+	size_t base_len;                /* onto: bytes of buf that are not its own */
 	uint64_t write_seq;             /* mount-wide order of the last write */
 	int64_t mtime_ms;               /* time of the last write */
 	size_t payload_max;             /* key + value bound from max.message.bytes */

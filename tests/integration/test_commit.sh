@@ -228,6 +228,43 @@ c_redirect_loops_with_readers() {
 	assert_eq 0 "$(find "$p/.history" -type f -empty | wc -l)" "empty records in the log"
 }
 
+# Parallel appenders: every line of every `>>` is kept, one record per append.
+c_parallel_appends() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 i pids=()
+	echo first > "$p/log"
+	for i in 1 2; do
+		(for j in $(seq 100); do echo "line $i $j" >> "$p/log"; done) &
+		pids+=($!)
+	done
+	for i in 1 2; do
+		(for j in $(seq 50); do echo "new $i $j" >> "$p/fresh"; done) &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i"; done
+	assert_eq 201 "$(wc -l < "$p/log")" "lines kept of 1 + 2 x 100 appended"
+	assert_eq 200 "$(sort -u "$p/log" | grep -c '^line ')" "distinct appended lines"
+	assert_eq "first" "$(head -n1 "$p/log")" "the first line stays first"
+	assert_eq 100 "$(wc -l < "$p/fresh")" "lines of a key created by >>"
+	assert_eq 301 "$(t_leo t/0)" "records: one per append"
+	# Each appender's own lines stay in its order.
+	assert_eq "$(seq 100 | xargs)" "$(grep '^line 1 ' "$p/log" | cut -d' ' -f3 | xargs)" \
+		"order of one appender's lines"
+	# O_APPEND with O_RDWR reads what it would commit: the value it opened, plus its bytes.
+	assert_eq "first|tail" "$("$T_PY" - "$p/log" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND)
+os.write(fd, b"tail\n")
+os.lseek(fd, 0, 0)
+data = os.read(fd, 1 << 20).split(b"\n")
+os.close(fd)
+print(data[0].decode() + "|" + data[-2].decode())
+EOF
+)" "read back through an O_APPEND|O_RDWR descriptor"
+	assert_eq tail "$(tail -n1 "$p/log")" "its line committed at the end"
+}
+
 t_test put_single_writes c_put_single_writes
 t_test put_split_writes c_put_split_writes
 t_test append_single_and_split_writes c_append_single_and_split_writes
@@ -235,4 +272,5 @@ t_test put_twenty_thousand_lines c_put_twenty_thousand_lines
 t_test dup_close_commits_nothing c_dup_close_commits_nothing
 t_test truncate_and_create_commit_once c_truncate_and_create_commit_once
 t_test redirect_loops_with_readers c_redirect_loops_with_readers
+t_test parallel_appends c_parallel_appends
 t_done
