@@ -47,6 +47,8 @@ struct tfs_fs_stats {
 	atomic_uint_fast64_t bulk_writes;      /* write(2) calls on .append/.put/.batches */
 	atomic_uint_fast64_t tombstones;       /* unlink + rename */
 	atomic_uint_fast64_t lookups;
+	atomic_uint_fast64_t key_reads;        /* READ requests of keys (a page-cache
+	                                        * re-read sends none) */
 	atomic_uint_fast64_t write_seq;        /* orders writes of key handles */
 };
 
@@ -58,7 +60,7 @@ struct tfs_mount {
 	struct tfs_readcache *readcache;       /* windows for opening keys (node_key.c) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;
-	bool reader_cache;                     /* -o reader_cache (node_key.c) */
+	bool reader_cache;                     /* readers may use the page cache (node_key.c) */
 	unsigned max_read;                     /* the max_read mount option (opts.c) */
 	double key_timeout;                    /* keys and history entries */
 	double dir_timeout;

@@ -39,49 +39,38 @@
  * drops queued requests when the connection ends) is committed: its close() was
  * acknowledged.
  *
- * Page cache (DESIGN "Reading"), measured on this kernel (6.18): the page cache
- * AND i_size are shared by every handle of an inode. Keeping a reader's pinned
- * value in pages is not enough: when a shorter value is committed while it is
- * open, the kernel learns the new size (from any stat) and truncates the cached
- * pages and i_size, and the reader's next read() stops at the new length (seen:
- * a 10000-byte pinned value read back as 50 bytes). So by default readers use
- * direct_io: every read() is answered from the pinned copy, which keeps the
- * promise in all cases (first reads are as fast; only re-reads of large values
- * lose the cache, and MAP_SHARED mmap of a key is ENODEV).
- *
- * Why no open of a writable mount may take the page cache, not even one whose
- * record is the one whose size the kernel was last told, with no other version's
- * reader open: what cuts a page-cache reader happens after its open, in the
- * kernel, without asking us. fs/fuse (fuse_finish_open, and fuse_do_setattr for
- * ATTR_OPEN) sets i_size to 0 and truncates the page cache when a writer opens
- * with O_TRUNC, after our OPEN reply and with no request of its own; a reader
- * whose read() is between filling its pages and sampling i_size returns 0 (the
- * reader's next read would GETATTR with its handle and see its pinned length,
- * but that read never comes: cat stops at 0). Likewise any reply that carries the
- * newest size (stat, ls -l, the writer's own fstat or ftruncate) truncates, and a
- * writer's direct write beyond i_size grows it, so the reader reads zero-filled
- * pages past its value. Holding the writer's OPEN until page-cache readers close
- * would make writers wait for as long as any reader keeps its descriptor. With -o
- * reader_cache, tests/integration/test_concurrency.sh failed (measured: dozens of
- * values cut short or ending in zeros in 15 s). So the page cache serves readers only
- * where no value can change: on a read-only mount (no writers, no cleaner, no
- * .put), where every reader uses it, with keep_cache (the pages the kernel holds
- * are of the only version there is).
- * With -o reader_cache, readers use the page cache where it is safe at open:
- *   - per node we track the record offset whose pages the kernel may hold
- *     (cache_offset) and the open handles reading through it (cache_users);
- *   - a reader whose pinned offset equals cache_offset, or that is the only
- *     page-cache user, reads through the page cache, with keep_cache set only
- *     when its offset is the one whose pages are already there;
- *   - a reader pinned to another version while page-cache readers of an older
- *     one are open uses direct_io;
- *   - getattr with such a reader's handle (the kernel refreshing i_size on its
- *     read path) reports the pinned length with attr timeout 0;
- * and the trade-off is the one above: a value shortened while a page-cache
- * reader is open cuts that reader's view.
+ * Page cache (README "Reading"). The kernel shares one page cache AND one i_size
+ * among all handles of an inode, and i_size bounds every page-cache read. What
+ * moves i_size is mostly ours (every attribute reply carries a size) and partly
+ * the kernel's own: an O_TRUNC open sets it to 0 after our OPEN reply, a direct
+ * write past it grows it. A reader pins its record at open; so that a re-read of
+ * an unchanged value costs no READ, a reader reads through the page cache when
+ * that cannot show it another version's bytes or length:
+ *   - per node, cache_offset is the record whose pages the kernel may hold and
+ *     cache_users the open handles reading through them;
+ *   - a reader whose pinned offset is cache_offset gets keep_cache (the pages
+ *     are of its version); with no page-cache user open, a reader of another
+ *     version takes the pages over without keep_cache (the kernel drops the old
+ *     ones at open), after the invalidation its commit queued has been sent;
+ *   - a reader of another version while page-cache users are open, and any
+ *     reader while a writer handle is open, uses direct_io: every read(2) is
+ *     answered from its pinned copy;
+ *   - while page-cache users are open, every attribute reply reports their
+ *     value's length (uncached when it is not the newest), so no stat, ls -l or
+ *     lookup moves i_size under them; a reply through a reader's own handle
+ *     (the kernel refreshing i_size on its read path) reports its pinned length;
+ *   - a writer's OPEN (and a truncation) first waits, at most SETTLE_MS, for the
+ *     page-cache readers to close, since the kernel moves i_size without asking
+ *     (cat closes at once); a writer's release forgets cache_offset, since
+ *     i_size may be the writer's. A reader that holds its descriptor longer is
+ *     still safe between its reads: after the kernel's own change its attributes
+ *     are invalid, and its next read asks with its own handle.
+ * What remains: a read(2) of such a long-held page-cache reader that is in
+ * flight at the instant a writer's O_TRUNC open lands may end early. -o
+ * direct_reads turns the page cache off for readers altogether. On a read-only
+ * mount every reader uses it with keep_cache (there is one version only).
  * Writers always use direct_io (their bytes are not committed, no other handle
- * may see them). getattr without a handle, on a node with a written or created
- * writer, reports the most recently written writer's size (fstat after write).
+ * may see them).
  *
  * Whose close commits: FLUSH comes from every close() of every copy of the file
  * descriptor, including copies a process never used: a fork()ed child closing
@@ -127,6 +116,14 @@
  * the RELEASE is queued before close() returns, so this only covers scheduling
  * delays on a loaded machine; see the top of this file. */
 #define SETTLE_MS 250
+#define CACHE_POLL_MS 1         /* recheck of await_page_cache_readers */
+
+static void timespec_add_ms(struct timespec *t, long ms)
+{
+	t->tv_nsec += ms * 1000000L;
+	t->tv_sec += t->tv_nsec / 1000000000L;
+	t->tv_nsec %= 1000000000L;
+}
 
 /* ---- attributes ----------------------------------------------------------- */
 
@@ -156,9 +153,10 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 	struct tfs_key_handle *reader = NULL, *w;
 	struct tfs_keyinfo info;
 	uint8_t kb[TFS_NODE_KEY_CAP];
-	size_t klen, wlen = 0, rlen = 0;
-	int64_t wtime = 0, rtime = 0;
-	bool have_w = false, have_open_w = false, have_r = false, unlinked;
+	size_t klen, wlen = 0, rlen = 0, plen = 0;
+	int64_t wtime = 0, rtime = 0, ptime = 0;
+	tfs_offset_t poff = TFS_OFFSET_NONE;
+	bool have_w = false, have_open_w = false, have_r = false, have_pc = false, own_w, unlinked;
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
@@ -187,15 +185,25 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 		wlen = w->len;
 		wtime = w->mtime_ms;
 	}
+	own_w = have_w && fi && fi->fh && tfs_key__of(tfs_fh_of(fi)) == w;
 	if (n->readers) {
 		have_r = true;
 		rlen = n->readers->rec.value_len;
 		rtime = n->readers->rec.timestamp;
 	}
+	for (struct tfs_key_handle *h = n->cache_users ? n->readers : NULL; h; h = h->wnext) {
+		if (h->page_cache) {
+			have_pc = true;
+			plen = h->rec.value_len;
+			ptime = h->rec.timestamp;
+			poff = h->rec.offset;
+			break;
+		}
+	}
 	unlinked = n->unlinked;
 	pthread_mutex_unlock(&n->lock);
 
-	if (have_w) {                           /* written, not committed */
+	if (have_w && (own_w || (!have_pc && !reader))) {      /* written, not committed */
 		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
 		return TFS_STAT_VOLATILE;
 	}
@@ -206,6 +214,13 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 		/* The kernel refreshes i_size through a page-cache reader's handle:
 		 * keep it at the pinned value's length. */
 		tfs_stat_file(n, mode, uid, gid, (off_t)reader->rec.value_len, reader->rec.timestamp, st);
+		return TFS_STAT_VOLATILE;
+	}
+	if (have_pc && !reader && (rc < 0 || info.offset != poff)) {
+		/* i_size is shared by the inode's handles: while page-cache readers of
+		 * an older value are open, every reply keeps it at their length (see
+		 * the top of this file), uncached, so the newest shows once they close. */
+		tfs_stat_file(n, mode, uid, gid, (off_t)plen, ptime, st);
 		return TFS_STAT_VOLATILE;
 	}
 	if (rc == 0) {
@@ -395,9 +410,7 @@ void tfs_key_settle(struct tfs_mount *m, struct tfs_node *n)
 	if (atomic_load_explicit(&m->deferred_count, memory_order_acquire) == 0 || !n->topic)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_nsec += (long)SETTLE_MS * 1000000L;
-	deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-	deadline.tv_nsec %= 1000000000L;
+	timespec_add_ms(&deadline, SETTLE_MS);
 	pthread_mutex_lock(&m->deferred_lock);
 	for (;;) {
 		struct tfs_key_handle *h;
@@ -449,13 +462,22 @@ void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 
+	bool last_cache_user = false;
+
 	if (h->writer)
 		defer_remove(m, h);
 	pthread_mutex_lock(&n->lock);
 	handle_unlink_locked(n, h);
 	if (h->page_cache)
-		n->cache_users--;
+		last_cache_user = --n->cache_users == 0;
+	if (h->writer)
+		n->cache_offset = TFS_OFFSET_NONE;     /* i_size may be the writer's */
 	pthread_mutex_unlock(&n->lock);
+	if (last_cache_user) {
+		pthread_mutex_lock(&m->deferred_lock);
+		pthread_cond_broadcast(&m->deferred_cond);     /* a waiting writer */
+		pthread_mutex_unlock(&m->deferred_lock);
+	}
 	tfs_fh_unregister(m, fh);
 	tfs_record_copy_release(&h->rec);
 	free(h->buf);
@@ -503,6 +525,43 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 
 /* ---- open, read, write, flush, release, fsync ----------------------------- */
 
+/* Before a writer's OPEN reply or a truncate(2): the kernel will change i_size
+ * (O_TRUNC sets it to 0, writes past it grow it, a truncation sets it), which
+ * would cut the read(2) of a page-cache reader in flight. So wait until the
+ * node's page-cache readers have closed (cat closes at once), at most SETTLE_MS:
+ * a reader that keeps its descriptor is safe between its reads (its next read
+ * asks for the size with its own handle). New readers of n must already be
+ * kept off the page cache (a writer is linked). Node not locked. */
+static void await_page_cache_readers(struct tfs_mount *m, struct tfs_node *n)
+{
+	struct timespec deadline, step;
+	bool busy;
+
+	pthread_mutex_lock(&n->lock);
+	busy = n->cache_users > 0;
+	pthread_mutex_unlock(&n->lock);
+	if (!busy)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	timespec_add_ms(&deadline, SETTLE_MS);
+	while (busy) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > deadline.tv_sec ||
+		    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+			break;
+		/* The wakeup (tfs_key__fh_free) is not under n's lock: recheck often. */
+		step = now;
+		timespec_add_ms(&step, CACHE_POLL_MS);
+		pthread_mutex_lock(&m->deferred_lock);
+		pthread_cond_timedwait(&m->deferred_cond, &m->deferred_lock, &step);
+		pthread_mutex_unlock(&m->deferred_lock);
+		pthread_mutex_lock(&n->lock);
+		busy = n->cache_users > 0;
+		pthread_mutex_unlock(&n->lock);
+	}
+}
+
 static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
                      struct fuse_file_info *fi)
 {
@@ -510,7 +569,7 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	struct tfs_key_handle *h;
 	uint8_t kb[TFS_NODE_KEY_CAP];
 	size_t klen;
-	bool pending, unlinked;
+	bool pending, unlinked, fresh = false;
 	int rc;
 
 	if (!pl) {
@@ -540,11 +599,12 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		tfs_key__set_opener(h, req);
 		tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
 		pthread_mutex_lock(&n->lock);
-		tfs_key__link_locked(n, h);
+		tfs_key__link_locked(n, h);     /* new readers now use direct_io */
 		if (h->pending)
 			h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
 			                                         memory_order_relaxed);
 		pthread_mutex_unlock(&n->lock);
+		await_page_cache_readers(m, n);
 		fi->direct_io = 1;
 		fi->fh = (uintptr_t)h;
 		if (fuse_reply_open(req, fi) != 0)
@@ -576,10 +636,11 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->direct_io = 1;
 	} else if (m->read_only) {
 		fi->keep_cache = 1;             /* the only version there is (see above) */
-	} else if (!m->reader_cache) {
-		fi->direct_io = 1;
+	} else if (!m->reader_cache || n->writers || n->unlinked) {
+		fi->direct_io = 1;              /* a writer may change i_size meanwhile */
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;
+		fresh = !fi->keep_cache;
 		n->cache_offset = h->rec.offset;
 		n->cache_users++;
 		h->page_cache = true;
@@ -587,6 +648,10 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->direct_io = 1;              /* the pages hold another version */
 	}
 	pthread_mutex_unlock(&n->lock);
+	/* A new version in the pages: the invalidation its commit queued must have
+	 * reached the kernel, so that its first read() asks for the new size. */
+	if (fresh)
+		tfs_notifier_drain(m->notifier);
 	fi->noflush = 1;                        /* a reader never commits */
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)
@@ -641,6 +706,7 @@ static void key_read(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, siz
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 
+	atomic_fetch_add_explicit(&m->stats.key_reads, 1, memory_order_relaxed);
 	if (!h->writer) {
 		reply_slice(req, h->rec.value, h->rec.value_len, size, off);
 		return;
@@ -888,6 +954,7 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			fuse_reply_err(req, EINVAL);
 			return;
 		}
+		await_page_cache_readers(m, n); /* the reply sets i_size */
 		if (h && h->writer && h->base.node == n) {
 			pthread_mutex_lock(&n->lock);
 			rc = resize_locked(h, (size_t)attr->st_size);

@@ -4,7 +4,7 @@
  * builds: mount-wide topic defaults by their Kafka names (segment.bytes=...,
  * cleanup.policy=...), cleaner settings by their broker names
  * (log.cleaner.threads=...), partitions=N, io=auto|uring|sync, max_open_files=N,
- * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache. max_read=N is noted and
+ * fault=SPEC, ro, cache_timeout=SECONDS, direct_reads. max_read=N is noted and
  * also left for libfuse (it is a kernel mount option; without one, topicfs adds
  * its default). Everything else (allow_other, default_permissions, auto_unmount,
  * max_threads, -f, -d, ...) is left in the argument list for libfuse.
@@ -27,7 +27,8 @@ struct tfs_opts {
 	char *fault_spec;                    /* malloc'd or NULL; armed once mounted */
 	double cache_timeout;                /* seconds the kernel may trust key attrs */
 	bool read_only;
-	bool reader_cache;                   /* readers through the page cache */
+	bool reader_cache;                   /* readers through the page cache (the
+	                                      * default; -o direct_reads: off) */
 	unsigned max_read;                   /* bytes one READ request may ask for */
 	bool debug;
 	int bad;                             /* a parse error was printed */

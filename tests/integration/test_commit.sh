@@ -8,7 +8,9 @@
 #     nothing was written through it; nobody else's lookup, stat, cat or listing
 #     turns it into a record, nor does the close of a copy (dup, a shell redirect);
 #   - O_APPEND descriptors add their bytes onto the newest value: parallel `>>`
-#     lose no line.
+#     lose no line;
+#   - re-reads of an unchanged value come from the page cache, and no reader ever
+#     sees another version's bytes or length.
 # Counting is by log_end_offset and the .history listing, never by what a read
 # returns alone. Waiting is on events (a remount, a descriptor closed), never on time.
 . "$(dirname "$0")/lib.sh"
@@ -265,6 +267,65 @@ EOF
 	assert_eq tail "$(tail -n1 "$p/log")" "its line committed at the end"
 }
 
+# Re-reads of an unchanged value come from the kernel's page cache (no READ reaches
+# the daemon), a new value is read whole at the next open, and a reader opened
+# before an overwrite keeps its value; -o direct_reads sends every read(2) on.
+key_reads() { awk '$1 == "topicfs_fs_key_reads_total" { print $2 }' "$MNT/.topicfs/metrics"; }
+c_page_cache_rereads() {
+	t_mount
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 r0 v
+	v=$(printf 'value-%04d ' $(seq 500))
+	echo "$v" > "$p/k"
+	assert_cat "$p/k" "$v"$'\n'
+	r0=$(key_reads)
+	[ -n "$r0" ] || fail "no topicfs_fs_key_reads_total in .topicfs/metrics"
+	for _ in 1 2 3; do assert_cat "$p/k" "$v"$'\n'; done
+	assert_eq "$r0" "$(key_reads)" "READ requests for three warm re-reads"
+	echo short > "$p/k"
+	assert_cat "$p/k" $'short\n'
+	assert_cat "$p/k" $'short\n'
+	: > "$p/k"
+	t_remount
+	assert_cat "$p/k" ""
+	echo "$v" > "$p/k"
+	assert_cat "$p/k" "$v"$'\n'
+	# mmap(MAP_SHARED) of a key on a writable mount, and a reader that holds its
+	# descriptor across a shorter overwrite, a stat and a longer one.
+	assert_eq "mmap ok, pinned ok, new ok" "$("$T_PY" - "$p/k" <<'EOF'
+import mmap, os, sys
+p = sys.argv[1]
+want = open(p, "rb").read()
+with open(p, "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
+    res = ["mmap ok" if m[:] == want else "mmap differs"]
+    m.close()
+r = os.open(p, os.O_RDONLY)
+got = os.read(r, 5)
+for new in (b"tiny", b"x" * 20000):
+    with open(p, "wb") as f:
+        f.write(new)
+    os.stat(p)
+while True:
+    b = os.read(r, 7)
+    if not b:
+        break
+    got += b
+os.close(r)
+res.append("pinned ok" if got == want else "pinned %d of %d" % (len(got), len(want)))
+res.append("new ok" if open(p, "rb").read() == b"x" * 20000 and os.stat(p).st_size == 20000
+           else "new differs")
+print(", ".join(res))
+EOF
+)" "mmap, a pinned reader, the new value"
+	t_umount
+	t_mount -o direct_reads
+	assert_cat "$p/k" "$(printf 'x%.0s' $(seq 20000))"
+	r0=$(key_reads)
+	cat "$p/k" > /dev/null
+	assert_ne "$r0" "$(key_reads)" "READ requests of a re-read with -o direct_reads"
+}
+
 t_test put_single_writes c_put_single_writes
 t_test put_split_writes c_put_split_writes
 t_test append_single_and_split_writes c_append_single_and_split_writes
@@ -273,4 +334,5 @@ t_test dup_close_commits_nothing c_dup_close_commits_nothing
 t_test truncate_and_create_commit_once c_truncate_and_create_commit_once
 t_test redirect_loops_with_readers c_redirect_loops_with_readers
 t_test parallel_appends c_parallel_appends
+t_test page_cache_rereads c_page_cache_rereads
 t_done
