@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/fs.sh - the filesystem benchmark: the same shell-level workloads, in one run,
 # on (a) topicfs, (b) libfuse's own passthrough_ll example with its default options,
-# and (c) tmpfs directly. topicfs's data dir and passthrough_ll's source dir are on
+# (b') passthrough_ll -o cache=always (it keeps the page cache across opens: the fair
+# comparison for re-reads), and (c) tmpfs directly. topicfs's data dir and passthrough_ll's source dir are on
 # the same private tmpfs, so topicfs/passthrough_ll is the cost of topicfs over a
 # plain FUSE round trip, not of a disk. topicfs is also run with its data dir on disk
 # (DISK_DIR, default /var/tmp) for information.
@@ -11,10 +12,12 @@
 #              Release if it is not one yet); topicfs and fsops are brought up to date
 # environment:
 #   REPEAT=3          rounds; each round mounts every filesystem afresh and runs every
-#                     workload once on each (tmpfs, passthrough_ll, topicfs, topicfs on
-#                     disk, in that order); the median round is reported
+#                     workload once on each (tmpfs, passthrough_ll, passthrough_ll
+#                     cache=always, topicfs, topicfs on disk, in that order); the median
+#                     round is reported
 #   FILES=10000       files of the small-file workloads (create, overwrite, cat, rm)
 #   OVERWRITE_KEYS=1000  keys the FILES overwrites cycle over
+#   WARM_KEYS=2000    keys of the warm re-read workload, read WARM_PASSES=5 times
 #   BIG=100000        keys of the large partition (stat, ls -l, cp -r)
 #   PUT_LINES=1000000 lines of the .put bulk ingest
 #   VALUE_BYTES=64    every value
@@ -33,6 +36,8 @@
 #   create     fsops: FILES x open(O_CREAT|O_TRUNC)+write VALUE_BYTES+close, new names
 #   overwrite  fsops: FILES x open(O_TRUNC)+write+close cycling over OVERWRITE_KEYS (warm)
 #   cat        fsops: FILES x open+read to EOF+close, sizes checked (cold)
+#   cat-warm   fsops: the first WARM_KEYS of them again, WARM_PASSES times (warm: the
+#              cold cat just read them)
 #   rm         fsops: FILES x unlink (cold)
 #   sh-echo    bash: `echo "$v" > key` FILES times (builtin: no fork per file)
 #   sh-cat     `xargs cat` of the FILES names (one or two cat processes) (cold)
@@ -53,7 +58,9 @@
 # (hard limit - 5000, at most BIG), which carries the comparison.
 #
 # Targets:
-#   every workload: topicfs (tmpfs data) keeps >= 80% of passthrough_ll's ops/s
+#   every workload: topicfs (tmpfs data) keeps >= 80% of the ops/s of passthrough_ll
+#                   with each of its two option sets
+#   cat-warm:       topicfs reaches >= 1.5x passthrough_ll -o cache=always
 #   .put:           topicfs ingests >= 1,000,000 records/s
 set -u -o pipefail
 
@@ -62,6 +69,8 @@ BUILD=${1:-$REPO/build}
 REPEAT=${REPEAT:-3}
 FILES=${FILES:-10000}
 OVERWRITE_KEYS=${OVERWRITE_KEYS:-1000}
+WARM_KEYS=${WARM_KEYS:-2000}
+WARM_PASSES=${WARM_PASSES:-5}
 BIG=${BIG:-100000}
 PUT_LINES=${PUT_LINES:-1000000}
 VALUE_BYTES=${VALUE_BYTES:-64}
@@ -70,6 +79,7 @@ DISK_FULL=${DISK_FULL:-0}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-300}
 STRICT=${STRICT:-0}
 RATIO_TARGET=0.8
+WARM_TARGET=1.5         # cat-warm: topicfs / passthrough_ll cache=always
 PUT_TARGET=1000000
 DAEMON_TIMEOUT=3600     # a safety net: no daemon outlives the run by long
 
@@ -180,6 +190,8 @@ mount_fs() {
 		>>"$LOGS/topicfs.log" 2>&1 & ;;
 	pt) timeout "$DAEMON_TIMEOUT" "$PT_DIR/passthrough_ll" -f -o auto_unmount,source="$dir" "$mnt" \
 		>>"$LOGS/passthrough_ll.log" 2>&1 & ;;
+	ptc) timeout "$DAEMON_TIMEOUT" "$PT_DIR/passthrough_ll" -f -o auto_unmount,cache=always,source="$dir" \
+		"$mnt" >>"$LOGS/passthrough_ll.log" 2>&1 & ;;
 	esac
 	CUR_WRAPPER=$!
 	DAEMON_PIDS+=("$CUR_WRAPPER")
@@ -296,6 +308,7 @@ run_workloads() {
 	fsops_phase create "$w" create 0 "$FILES" "$VALUE_BYTES"
 	fsops_phase overwrite "$w" overwrite "$OVERWRITE_KEYS" "$FILES" "$VALUE_BYTES"
 	drop; fsops_phase cat "$w" read 0 "$FILES" "$VALUE_BYTES"
+	fsops_phase cat-warm "$w" read 0 "$WARM_KEYS" "$VALUE_BYTES" "$WARM_PASSES"
 	drop; fsops_phase rm "$w" unlink 0 "$FILES"
 	# shellcheck disable=SC2016  # $1.. expand in the inner bash
 	timed_phase sh-echo "$FILES" bash -c 'cd "$1" && while read -r k; do echo "$2" > "$k" || exit 1; done <"$3"' \
@@ -314,7 +327,7 @@ run_workloads() {
 	local s tag n dir
 	for s in "${sizes[@]}"; do
 		tag=${s%%:*} n=${s#*:}
-		if [[ $CUR_FS == pt && $tag == big && $MID -lt $BIG ]]; then
+		if [[ $CUR_FS == pt* && $tag == big && $MID -lt $BIG ]]; then
 			continue                      # EMFILE: see the header
 		fi
 		if [[ $tag == big ]]; then
@@ -330,7 +343,7 @@ run_workloads() {
 		if [[ $CUR_FS == tfs* ]]; then
 			dd if="$TM/$tag.put" of="$dir/.put" bs=128k status=none ||
 				{ note "populating $dir failed"; ERRORS=$((ERRORS + 1)); continue; }
-		elif [[ $CUR_FS == pt ]]; then
+		elif [[ $CUR_FS == pt* ]]; then
 			if [[ $tag == big ]]; then midsrc=$src/bench; else midsrc=$src/mid; fi
 			"$FSOPS" create "$midsrc" 0 "$n" "$VALUE_BYTES" >/dev/null
 		else
@@ -367,7 +380,7 @@ echo "   ulimit -n $NOFILE: passthrough_ll can hold $MID keys$( ((MID < BIG)) &&
 echo "   load before: $(uptime)"
 echo "   raw outputs: $LOGS"
 
-FS_LIST=(tmpfs pt tfs)
+FS_LIST=(tmpfs pt ptc tfs)
 [[ -n $DISK_BASE ]] && FS_LIST+=(tfsdisk)
 for ((ROUND = 1; ROUND <= REPEAT; ROUND++)); do
 	note "round $ROUND/$REPEAT ($(uptime | sed 's/.*load/load/'))"
@@ -382,9 +395,9 @@ for ((ROUND = 1; ROUND <= REPEAT; ROUND++)); do
 			run_workloads "$R/plain/bench" "$R/plain"
 			rm -rf "$R/plain"
 			;;
-		pt)
+		pt | ptc)
 			mkdir -p "$R/ptsrc/bench"
-			if mount_fs pt "$R/ptsrc" "$R/ptmnt"; then
+			if mount_fs "$CUR_FS" "$R/ptsrc" "$R/ptmnt"; then
 				run_workloads "$R/ptmnt/bench" "$R/ptmnt" "$R/ptsrc"
 				unmount_fs "$R/ptmnt" "$CUR_WRAPPER"
 			else
@@ -441,12 +454,15 @@ TARGET_FAILS=0
 echo
 echo "== ops/s, median of $REPEAT rounds (spread = (max - min) / median); 'cold' = after echo 2 > drop_caches$( ((CAN_DROP)) || echo ' (NOT writable here: every phase was warm)')"
 echo "   tmpfs: native; passthrough_ll: libfuse example, default options (cache=auto: 1 s timeouts) over tmpfs;"
-echo "   topicfs: data dir on the same tmpfs; topicfs/pt and the target compare those two; disk: topicfs data in ${DISK_DIR:-(skipped)}"
-printf '%-34s %-5s %7s %15s %15s %15s %7s %6s %15s\n' workload state ops tmpfs passthrough_ll topicfs "tfs/pt" target "topicfs disk"
+echo "   pt always: the same with -o cache=always (page cache kept across opens);"
+echo "   topicfs: data dir on the same tmpfs; tfs/pt, tfs/ptc and the target compare topicfs with each; disk: topicfs data in ${DISK_DIR:-(skipped)}"
+printf '%-34s %-5s %7s %15s %15s %15s %15s %6s %6s %6s %15s\n' workload state ops tmpfs passthrough_ll "pt always" topicfs \
+	"tfs/pt" "tfs/ptc" target "topicfs disk"
 ROWS=(
 	"create|create+write+close (fsops)|new"
 	"overwrite|overwrite, $OVERWRITE_KEYS keys (fsops)|warm"
 	"cat|open+read+close (fsops)|cold"
+	"cat-warm|open+read+close, $WARM_KEYS keys x$WARM_PASSES (fsops)|warm"
 	"rm|unlink (fsops)|cold"
 	"sh-echo|bash: echo \$v > key|new"
 	"sh-cat|xargs cat|cold"
@@ -466,36 +482,41 @@ if ((MID < BIG)); then
 		"cp-mid|cp -r $MID keys to tmpfs|cold"
 	)
 fi
+# ratio A B -> A/B with two decimals, or - when either is missing
+ratio() { if [[ -n $1 && -n $2 ]]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo -; fi; }
+at_least() { [[ $1 != - ]] && awk -v r="$1" -v t="$2" 'BEGIN { exit !(r >= t) }'; }
 for row in "${ROWS[@]}"; do
 	IFS='|' read -r wl label state <<<"$row"
 	case $wl in
 	*-big) ops=$BIG ;; *-mid) ops=$MID ;; *) ops=$FILES ;;
 	esac
-	pt=$(median_of pt "$wl")
+	[[ $wl == cat-warm ]] && ops=$((WARM_KEYS * WARM_PASSES))
 	tfs=$(median_of tfs "$wl")
-	ratio=- target=-
-	if [[ -n $pt && -n $tfs ]]; then
-		ratio=$(awk -v a="$tfs" -v b="$pt" 'BEGIN { printf "%.2f", a / b }')
-		if awk -v r="$ratio" -v t="$RATIO_TARGET" 'BEGIN { exit !(r >= t) }'; then
-			target=PASS
-		else
-			target=FAIL
-			TARGET_FAILS=$((TARGET_FAILS + 1))
-		fi
+	r_pt=$(ratio "$tfs" "$(median_of pt "$wl")")
+	r_ptc=$(ratio "$tfs" "$(median_of ptc "$wl")")
+	target=-
+	if [[ $r_pt != - || $r_ptc != - ]]; then
+		target=PASS
+		for r in "$r_pt" "$r_ptc"; do
+			[[ $r == - ]] || at_least "$r" "$RATIO_TARGET" || target=FAIL
+		done
+		[[ $wl == cat-warm ]] && ! at_least "$r_ptc" "$WARM_TARGET" && target=FAIL
+		[[ $target == FAIL ]] && TARGET_FAILS=$((TARGET_FAILS + 1))
 	elif [[ $(stats tfs "$wl") == FAIL ]]; then
 		target=FAIL
 		TARGET_FAILS=$((TARGET_FAILS + 1))
 	elif [[ $wl == *-big && $MID -lt $BIG ]]; then
 		target="(mid)"
 	fi
-	ptcell=$(cell pt "$wl")
-	[[ $wl == *-big && $MID -lt $BIG ]] && ptcell="EMFILE"
-	printf '%-34s %-5s %7s %15s %15s %15s %7s %6s %15s\n' "$label" "$state" "$ops" \
-		"$(cell tmpfs "$wl")" "$ptcell" "$(cell tfs "$wl")" "$ratio" "$target" "$(cell tfsdisk "$wl")"
+	ptcell=$(cell pt "$wl") ptccell=$(cell ptc "$wl")
+	[[ $wl == *-big && $MID -lt $BIG ]] && ptcell="EMFILE" ptccell="EMFILE"
+	printf '%-34s %-5s %7s %15s %15s %15s %15s %6s %6s %6s %15s\n' "$label" "$state" "$ops" \
+		"$(cell tmpfs "$wl")" "$ptcell" "$ptccell" "$(cell tfs "$wl")" "$r_pt" "$r_ptc" "$target" \
+		"$(cell tfsdisk "$wl")"
 done
 echo "   ops/s (spread%); ! = some rounds failed (see $LOGS/errors.log). ls and cp: entries/s."
 ((MID < BIG)) && echo "   EMFILE: passthrough_ll pins an O_PATH fd per known inode and ulimit -n is $NOFILE; the '$MID keys' rows carry the comparison."
-echo "   target: topicfs keeps >= $RATIO_TARGET x passthrough_ll's ops/s (tfs/pt >= $RATIO_TARGET)"
+echo "   target: topicfs keeps >= $RATIO_TARGET x the ops/s of both passthrough_ll runs; cat-warm >= $WARM_TARGET x pt always"
 
 echo
 echo "== bulk ingest: $PUT_LINES lines of KEY<TAB>${VALUE_BYTES}-byte value ($PUT_BYTES bytes), dd bs=128k, distinct keys"
@@ -514,10 +535,13 @@ for fs in tfs tfsdisk; do
 	printf '   %-36s %15s records/s  %s MB/s   target >= %s records/s: %s\n' "$label" "$(cell "$fs" put)" \
 		"$(awk -v r="${m:-0}" -v b="$PUT_BYTES" -v n="$PUT_LINES" 'BEGIN { printf "%.0f", r * b / n / 1e6 }')" "$PUT_TARGET" "$target"
 done
-for fs in pt tmpfs; do
+for fs in pt ptc tmpfs; do
 	m=$(median_of "$fs" put)
+	case $fs in
+	pt) label="passthrough_ll plain file" ;; ptc) label="pt always plain file" ;; *) label="tmpfs plain file" ;;
+	esac
 	printf '   %-36s %15s lines/s    %s MB/s   (same dd into a plain file: what the fs takes, no target)\n' \
-		"$([[ $fs == pt ]] && echo "passthrough_ll plain file" || echo "tmpfs plain file")" "$(cell "$fs" put)" \
+		"$label" "$(cell "$fs" put)" \
 		"$(awk -v r="${m:-0}" -v b="$PUT_BYTES" -v n="$PUT_LINES" 'BEGIN { printf "%.0f", r * b / n / 1e6 }')"
 done
 

@@ -4,8 +4,10 @@
  *   fsops create    DIR FIRST COUNT SIZE   open(O_WRONLY|O_CREAT|O_TRUNC) + write SIZE + close
  *   fsops overwrite DIR KEYS OPS SIZE      OPS x open(O_WRONLY|O_TRUNC) + write + close of
  *                                          key (i % KEYS), keys 0..KEYS-1 must exist
- *   fsops read      DIR FIRST COUNT SIZE   open(O_RDONLY) + read to EOF + close; the value
- *                                          must be SIZE bytes (SIZE < 0: any size)
+ *   fsops read      DIR FIRST COUNT SIZE [PASSES]
+ *                                          open(O_RDONLY) + read to EOF + close; the value
+ *                                          must be SIZE bytes (SIZE < 0: any size); PASSES
+ *                                          (default 1) times over the COUNT keys
  *   fsops stat      DIR FIRST COUNT        lstat by name (what `stat`, `ls -l` do per file)
  *   fsops unlink    DIR FIRST COUNT        unlink (what `rm` does per file)
  *   fsops lines     FIRST COUNT SIZE       print COUNT lines "key-NNNNNNN<TAB>VALUE\n" (a
@@ -128,12 +130,13 @@ static int cmd_overwrite(long keys, long ops, size_t size)
 	return 0;
 }
 
-static int cmd_read(long first, long count, long size)
+static int cmd_read(long first, long count, long size, long passes)
 {
 	char name[32];
 	double t0 = bench_now_s();
 
-	for (long i = first; i < first + count; i++) {
+	for (long k = 0; k < count * passes; k++) {
+		long i = first + k % count;
 		ssize_t r;
 		long total = 0;
 		int fd;
@@ -157,7 +160,7 @@ static int cmd_read(long first, long count, long size)
 			return 1;
 		}
 	}
-	report("read", count, bench_now_s() - t0);
+	report("read", count * passes, bench_now_s() - t0);
 	return 0;
 }
 
@@ -220,7 +223,7 @@ static void usage(void)
 	fprintf(stderr,
 	        "usage: fsops create    DIR FIRST COUNT SIZE\n"
 	        "       fsops overwrite DIR KEYS OPS SIZE\n"
-	        "       fsops read      DIR FIRST COUNT SIZE   (SIZE -1: any)\n"
+	        "       fsops read      DIR FIRST COUNT SIZE [PASSES]   (SIZE -1: any)\n"
 	        "       fsops stat      DIR FIRST COUNT\n"
 	        "       fsops unlink    DIR FIRST COUNT\n"
 	        "       fsops lines     FIRST COUNT SIZE       (to stdout)\n");
@@ -263,9 +266,10 @@ int main(int argc, char **argv)
 		return cmd_overwrite(parse_long(argv[3], 1, "KEYS"), parse_long(argv[4], 0, "OPS"),
 		                     (size_t)size);
 	}
-	if (!strcmp(cmd, "read") && argc == 6)
+	if (!strcmp(cmd, "read") && (argc == 6 || argc == 7))
 		return cmd_read(parse_long(argv[3], 0, "FIRST"), parse_long(argv[4], 0, "COUNT"),
-		                parse_long(argv[5], -1, "SIZE"));
+		                parse_long(argv[5], -1, "SIZE"),
+		                argc == 7 ? parse_long(argv[6], 1, "PASSES") : 1);
 	if (!strcmp(cmd, "stat") && argc == 5)
 		return cmd_stat(parse_long(argv[3], 0, "FIRST"), parse_long(argv[4], 0, "COUNT"));
 	if (!strcmp(cmd, "unlink") && argc == 5)

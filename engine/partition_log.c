@@ -1012,6 +1012,74 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
 	return submit(pl, recs, count, bytes, durable, NULL, NULL, NULL, first, timestamp);
 }
 
+struct onto {
+	struct tfs_slice key, suffix;
+	bool durable;
+	tfs_offset_t first;
+	int64_t timestamp;
+};
+
+/* tfs_plog_append_onto's read and append, run alone in the queue: no append of
+ * this partition (and so no newer value of the key) can come between the two. */
+static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
+{
+	struct onto *a = arg;
+	struct tfs_record_copy cur = { 0 };
+	struct tfs__waiter w = { 0 };
+	struct tfs_append_rec rec = { .key = a->key };
+	uint8_t *joined = NULL;
+	size_t base = 0;
+	int rc = tfs_plog_read_key(pl, a->key, &cur);
+
+	if (rc == 0)
+		base = cur.value_len;
+	else if (rc != -ENOENT)
+		return rc;
+	joined = malloc(base + a->suffix.len + 1);
+	if (!joined) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (base)
+		memcpy(joined, cur.value, base);
+	if (a->suffix.len)
+		memcpy(joined + base, a->suffix.p, a->suffix.len);
+	rec.value = tfs_slice_make(joined, base + a->suffix.len);
+	w.recs = &rec;
+	w.count = 1;
+	w.bytes = record_bytes(&rec);
+	w.durable = a->durable;
+	/* the config only changes in an exclusive request of its own */
+	if (w.bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes)
+		rc = -EFBIG;
+	else
+		rc = commit_group(pl, &w, 1);
+	a->first = w.first;
+	a->timestamp = w.timestamp;
+out:
+	free(joined);
+	tfs_record_copy_release(&cur);
+	return rc;
+}
+
+int tfs_plog_append_onto(struct tfs_plog *pl, struct tfs_slice key, struct tfs_slice suffix,
+                         bool durable, tfs_offset_t *first, int64_t *timestamp)
+{
+	struct onto a = { .key = key, .suffix = suffix, .durable = durable };
+	int rc;
+
+	if (pl->env.read_only)
+		return TFS_EREADONLY;
+	rc = tfs__plog_run_exclusive(pl, append_onto_exclusive, &a);
+	if (rc == 0) {
+		if (first)
+			*first = a.first;
+		if (timestamp)
+			*timestamp = a.timestamp;
+	}
+	return rc;
+}
+
 /* Gives back to the heap what a producer's batch grew an encoder to beyond what
  * appends need: a zstd body may inflate to the decoder's bound (64 MiB), and the
  * record arrays follow the record count. */

@@ -106,6 +106,14 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
  * that much in a one-record unit and refuses a byte more with -EFBIG. -1 if not
  * even an empty value fits. */
 int64_t tfs_plog_value_max(int32_t max_message_bytes, size_t key_len, bool key_null);
+/* Appends one record for key: its newest value (empty when it has none) followed
+ * by suffix, read and appended with no other append of this partition in between,
+ * so concurrent appenders to one key lose nothing (POSIX O_APPEND). durable,
+ * *first, *timestamp: as tfs_plog_append. Errors: as tfs_plog_append (-EFBIG when
+ * the joined record would exceed max.message.bytes), or the error reading the
+ * newest value (nothing appended then). */
+int tfs_plog_append_onto(struct tfs_plog *pl, struct tfs_slice key, struct tfs_slice suffix,
+                         bool durable, tfs_offset_t *first, int64_t *timestamp);
 /* Called by tfs_plog_append_batch once the batch is committed, with its records
  * (borrowed for the call), so that a caller can act on the keys without
  * decoding the batch again. */

@@ -51,6 +51,7 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 	}
 	pthread_mutex_init(&m->handles_lock, NULL);
 	pthread_mutex_init(&m->deferred_lock, NULL);
+	tfs_key_cond_init(&m->deferred_cond);
 	m->read_only = o->read_only;
 	m->reader_cache = o->reader_cache;
 	m->max_read = o->max_read;
@@ -113,7 +114,9 @@ void tfs_mount_destroy(struct tfs_mount *m)
 		return;
 	tfs_mount_stop_notifier(m);
 	/* Handles the kernel never released (a lazy or forced unmount). Their
-	 * uncommitted bytes were never acknowledged by a close(). */
+	 * uncommitted bytes were never acknowledged by a close(); a creation or
+	 * truncation that was closed (its RELEASE lost at the unmount) was. */
+	tfs_key_commit_closed(m);
 	while ((fh = m->handles) != NULL)
 		fh->free_fn(m, fh);
 	tfs_inode_table_destroy(m->inodes);
@@ -124,6 +127,7 @@ void tfs_mount_destroy(struct tfs_mount *m)
 	tfs_engine_close(m->engine);
 	pthread_mutex_destroy(&m->handles_lock);
 	pthread_mutex_destroy(&m->deferred_lock);
+	pthread_cond_destroy(&m->deferred_cond);
 	free(m->data_dir);
 	free(m);
 }

@@ -49,6 +49,8 @@ struct tfs_fs_stats {
 	atomic_uint_fast64_t tombstones;       /* unlink + rename */
 	atomic_uint_fast64_t dry_runs;         /* fate / next_pass (history_fate.c) */
 	atomic_uint_fast64_t lookups;
+	atomic_uint_fast64_t key_reads;        /* READ requests of keys (a page-cache
+	                                        * re-read sends none) */
 	atomic_uint_fast64_t write_seq;        /* orders writes of key handles */
 };
 
@@ -62,7 +64,7 @@ struct tfs_mount {
 	struct tfs_scratch *scratch;           /* the dot-named scratch files (scratch.h) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;
-	bool reader_cache;                     /* -o reader_cache (node_key.c) */
+	bool reader_cache;                     /* readers may use the page cache (node_key.c) */
 	unsigned max_read;                     /* the max_read mount option (opts.c) */
 	double key_timeout;                    /* keys and history entries */
 	double dir_timeout;
@@ -77,11 +79,12 @@ struct tfs_mount {
 	struct tfs_fh *handles;                /* every open handle (freed at unmount) */
 	atomic_uint_fast64_t open_handles;
 
-	/* Key writers whose only change is their creation or O_TRUNC and that saw a
-	 * FLUSH before any write (the shell's open, dup2, close pattern): their empty
-	 * commit waits for RELEASE, or for anyone who could see its absence
-	 * (tfs_key_settle). node_key.c owns the list. */
-	pthread_mutex_t deferred_lock;         /* -> node locks -> engine */
+	/* Key writers whose only change is their creation or O_TRUNC and whose last
+	 * event was a FLUSH: that close may have been the last, and their commit
+	 * comes with the RELEASE the kernel sends after it (tfs_key_settle lets an
+	 * observer wait a moment for it). node_key.c owns the list. */
+	pthread_mutex_t deferred_lock;         /* a leaf, taken under node locks */
+	pthread_cond_t deferred_cond;          /* a handle left the list */
 	struct tfs_key_handle *deferred;
 	atomic_uint deferred_count;
 

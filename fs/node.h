@@ -187,10 +187,17 @@ void tfs_key_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
                     struct tfs_node *newdir, const char *newname, unsigned flags);
 void tfs_key_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
                     const char *name);
-/* Commits the deferred empty values of created or truncated keys in n's partition
- * (see mount.h), before an operation that would show their absence: an open of a
- * key, a listing, the partition's or a key's attributes. Cheap when none wait. */
+/* Before an operation that shows a key's value or name (an open of a key, its
+ * attributes, a listing of n's partition): waits, a moment at most, for the
+ * RELEASE of created or truncated keys (n's, or any in partition n) that were
+ * closed without a write, so that ": > k; cat k" reads the empty value. Commits
+ * nothing itself (see node_key.c). Cheap when no such handle exists. */
 void tfs_key_settle(struct tfs_mount *m, struct tfs_node *n);
+/* At unmount: commits the creations and truncations whose close came but whose
+ * RELEASE never did. */
+void tfs_key_commit_closed(struct tfs_mount *m);
+/* Initialises the condition variable of m->deferred (monotonic clock). */
+void tfs_key_cond_init(pthread_cond_t *c);
 
 /* 1 if name is a decimal partition number with no sign or leading zero. */
 bool tfs_parse_partition(const char *name, int32_t *out);

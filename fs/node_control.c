@@ -25,7 +25,12 @@
  * Speed: lines are parsed in place (memchr), keys that need no decoding point
  * into the written buffer, decoded keys go to one scratch arena sized for the
  * whole write, and the record array is reused: no allocation per line, one append
- * call per write. Keys of a .put that the kernel has cached nodes for get their
+ * call per write.
+ *
+ * Invariant: a record's key and value are slices of the written buffer, of the
+ * partial line or of the key arena, so neither of the handle's buffers is grown
+ * between the first record parsed and the append: append_lines reserves all the
+ * room of one call (joined line, tail, decoded keys) before it parses. Keys of a .put that the kernel has cached nodes for get their
  * attributes invalidated (and drained) before write(2) returns, so a following
  * stat or cat sees the new value.
  */
@@ -166,36 +171,38 @@ static int append_lines(struct tfs_mount *m, struct bulk_fh *b, const char *buf,
 {
 	struct tfs_node *n = b->base.node;
 	struct tfs_plog *pl = tfs_mount_plog(n);
-	const char *p = buf, *end = buf + size;
+	const char *p = buf, *end = buf + size, *nl1 = memchr(buf, '\n', size);
 	size_t count = 0, kused = 0;
 	int rc;
 
 	*tail_at = 0;
 	if (!pl)
 		return -ENOENT;
-	/* Scratch: decoded keys never outgrow their names. */
+	/* Scratch: decoded keys never outgrow their names. Both buffers get all the
+	 * room this call needs now, before any record points into them: the records
+	 * are slices of the partial line and of the key arena, and growing either
+	 * later would move the bytes under them (see the invariant at the top). */
 	if (grow((void **)&b->keys, &b->kcap, b->plen + size + 1, 1) < 0)
 		return -ENOMEM;
+	if (b->plen && !nl1 && !final && b->plen + size > line_max(b))
+		return -EFBIG;                  /* an unterminated line that can never fit */
+	if (grow((void **)&b->partial, &b->pcap, b->plen + size + 1, 1) < 0)
+		return -ENOMEM;                 /* the joined line, or the new tail */
 	if (b->plen) {
 		/* The partial line continues with buf up to its first newline; the
 		 * joined line is built after the partial bytes (plen is not moved, so a
 		 * failed write leaves the handle as it was). */
-		const char *nl = memchr(buf, '\n', size);
-		size_t take = nl ? (size_t)(nl - buf) : size;
-		if (!nl && !final) {
-			if (b->plen + size > line_max(b))
-				return -EFBIG;
-			return grow((void **)&b->partial, &b->pcap, b->plen + size + 1, 1) < 0 ? -ENOMEM : 1;
-		}
-		if (grow((void **)&b->partial, &b->pcap, b->plen + take, 1) < 0 ||
-		    grow((void **)&b->recs, &b->rcap, 1, sizeof(*b->recs)) < 0)
+		size_t take = nl1 ? (size_t)(nl1 - buf) : size;
+		if (!nl1 && !final)
+			return 1;
+		if (grow((void **)&b->recs, &b->rcap, 1, sizeof(*b->recs)) < 0)
 			return -ENOMEM;
 		memcpy(b->partial + b->plen, buf, take);
 		rc = parse_line(b, b->partial, b->plen + take, &b->recs[0], &kused);
 		if (rc < 0)
 			return rc;
 		count = 1;
-		p = nl ? nl + 1 : end;
+		p = nl1 ? nl1 + 1 : end;
 	}
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -214,9 +221,6 @@ static int append_lines(struct tfs_mount *m, struct bulk_fh *b, const char *buf,
 	if ((size_t)(end - p) > line_max(b))
 		return -EFBIG;                  /* the unterminated rest can never fit */
 	*tail_at = (size_t)(p - buf);
-	/* Room for the tail now, so that nothing can fail after the append. */
-	if (grow((void **)&b->partial, &b->pcap, b->plen + size + 1, 1) < 0)
-		return -ENOMEM;
 	if (count == 0)
 		return 1;
 	rc = append_units(pl, b, b->recs, count);

@@ -10,61 +10,67 @@
  *           buffer (O_APPEND: at its end); read() sees the buffer. FLUSH (every
  *           close) commits when written: one record per commit, errors returned
  *           to close(). FSYNC commits durably. RELEASE commits what is left
- *           (errors can only be logged).
+ *           (errors can only be logged). An O_APPEND writer commits only the
+ *           bytes it appended, onto whatever value is newest at its commit
+ *           (tfs_plog_append_onto), so parallel ">>" lose no line; an ftruncate
+ *           through it makes it an ordinary last-writer-wins writer.
  *
- * Creation and O_TRUNC oblige a commit of their own ("pending"), so that touch
- * and ": > key" append an empty value. But a shell redirect opens the file,
- * dup2()s it to fd 1 and closes the original: a FLUSH before the first write.
- * Committing there would append an empty record before every "echo v > key".
- * So a FLUSH that finds only the pending obligation defers it: the commit happens
- * at the next FLUSH after a write, at FSYNC, at RELEASE, or as soon as anything
- * could observe its absence (tfs_key_settle: an open of a key, a listing or the
- * attributes of the partition). Meanwhile lookup and stat already show the key
- * with the writer's size.
+ * One commit, one record. Creation and O_TRUNC oblige a commit of their own
+ * ("pending"), so that touch and ": > key" append an empty value, exactly once.
+ * But FLUSH comes with every close() of every copy of the descriptor: a shell
+ * redirect opens the file, dup2()s it to fd 1 and closes the original (a FLUSH
+ * before the first write), and "exec 4>&3; exec 4>&-" closes a copy while fd 3
+ * stays open. Nothing in a FLUSH says whether it was the last close; RELEASE,
+ * sent once per open file after its last close, does. So a FLUSH commits only
+ * written bytes; the creation or truncation alone is committed at RELEASE (or
+ * FSYNC), when it is the handle's final state. Until then nobody else turns it
+ * into a record: a lookup, stat, cat, listing or another writer sees the previous
+ * value, or an empty one for a new name, and nothing is appended.
  *
- * Page cache (DESIGN "Reading"), measured on this kernel (6.18): the page cache
- * AND i_size are shared by every handle of an inode. Keeping a reader's pinned
- * value in pages is not enough: when a shorter value is committed while it is
- * open, the kernel learns the new size (from any stat) and truncates the cached
- * pages and i_size, and the reader's next read() stops at the new length (seen:
- * a 10000-byte pinned value read back as 50 bytes). So by default readers use
- * direct_io: every read() is answered from the pinned copy, which keeps the
- * promise in all cases (first reads are as fast; only re-reads of large values
- * lose the cache, and MAP_SHARED mmap of a key is ENODEV).
+ * RELEASE is asynchronous: close() returns once FLUSH is answered, with the
+ * RELEASE queued, so ": > k; cat k" could open k before the RELEASE is handled.
+ * A FLUSH that leaves the pending obligation marks the handle "closing"
+ * (m->deferred); an observer of that key or its partition (tfs_key_settle) waits
+ * until the RELEASE lands or the handle is written again, at most SETTLE_MS. A
+ * handle still open after that (fd 3 above) is marked outwaited so that no other
+ * observer waits for it until its next FLUSH. The wait only orders the commit
+ * before what the closing process does next; whichever way it ends, the promise
+ * above holds. At unmount, a closing handle whose RELEASE never came (the kernel
+ * drops queued requests when the connection ends) is committed: its close() was
+ * acknowledged.
  *
- * Why no open of a writable mount may take the page cache, not even one whose
- * record is the one whose size the kernel was last told, with no other version's
- * reader open: what cuts a page-cache reader happens after its open, in the
- * kernel, without asking us. fs/fuse (fuse_finish_open, and fuse_do_setattr for
- * ATTR_OPEN) sets i_size to 0 and truncates the page cache when a writer opens
- * with O_TRUNC, after our OPEN reply and with no request of its own; a reader
- * whose read() is between filling its pages and sampling i_size returns 0 (the
- * reader's next read would GETATTR with its handle and see its pinned length,
- * but that read never comes: cat stops at 0). Likewise any reply that carries the
- * newest size (stat, ls -l, the writer's own fstat or ftruncate) truncates, and a
- * writer's direct write beyond i_size grows it, so the reader reads zero-filled
- * pages past its value. Holding the writer's OPEN until page-cache readers close
- * would make writers wait for as long as any reader keeps its descriptor. With -o
- * reader_cache, tests/integration/test_concurrency.sh failed (measured: dozens of
- * values cut short or ending in zeros in 15 s). So the page cache serves readers only
- * where no value can change: on a read-only mount (no writers, no cleaner, no
- * .put), where every reader uses it, with keep_cache (the pages the kernel holds
- * are of the only version there is).
- * With -o reader_cache, readers use the page cache where it is safe at open:
- *   - per node we track the record offset whose pages the kernel may hold
- *     (cache_offset) and the open handles reading through it (cache_users);
- *   - a reader whose pinned offset equals cache_offset, or that is the only
- *     page-cache user, reads through the page cache, with keep_cache set only
- *     when its offset is the one whose pages are already there;
- *   - a reader pinned to another version while page-cache readers of an older
- *     one are open uses direct_io;
- *   - getattr with such a reader's handle (the kernel refreshing i_size on its
- *     read path) reports the pinned length with attr timeout 0;
- * and the trade-off is the one above: a value shortened while a page-cache
- * reader is open cuts that reader's view.
+ * Page cache (README "Reading"). The kernel shares one page cache AND one i_size
+ * among all handles of an inode, and i_size bounds every page-cache read. What
+ * moves i_size is mostly ours (every attribute reply carries a size) and partly
+ * the kernel's own: an O_TRUNC open sets it to 0 after our OPEN reply, a direct
+ * write past it grows it. A reader pins its record at open; so that a re-read of
+ * an unchanged value costs no READ, a reader reads through the page cache when
+ * that cannot show it another version's bytes or length:
+ *   - per node, cache_offset is the record whose pages the kernel may hold and
+ *     cache_users the open handles reading through them;
+ *   - a reader whose pinned offset is cache_offset gets keep_cache (the pages
+ *     are of its version); with no page-cache user open, a reader of another
+ *     version takes the pages over without keep_cache (the kernel drops the old
+ *     ones at open), after the invalidation its commit queued has been sent;
+ *   - a reader of another version while page-cache users are open, and any
+ *     reader while a writer handle is open, uses direct_io: every read(2) is
+ *     answered from its pinned copy;
+ *   - while page-cache users are open, every attribute reply reports their
+ *     value's length (uncached when it is not the newest), so no stat, ls -l or
+ *     lookup moves i_size under them; a reply through a reader's own handle
+ *     (the kernel refreshing i_size on its read path) reports its pinned length;
+ *   - a writer's OPEN (and a truncation) first waits, at most SETTLE_MS, for the
+ *     page-cache readers to close, since the kernel moves i_size without asking
+ *     (cat closes at once); a writer's release forgets cache_offset, since
+ *     i_size may be the writer's. A reader that holds its descriptor longer is
+ *     still safe between its reads: after the kernel's own change its attributes
+ *     are invalid, and its next read asks with its own handle.
+ * What remains: a read(2) of such a long-held page-cache reader that is in
+ * flight at the instant a writer's O_TRUNC open lands may end early. -o
+ * direct_reads turns the page cache off for readers altogether. On a read-only
+ * mount every reader uses it with keep_cache (there is one version only).
  * Writers always use direct_io (their bytes are not committed, no other handle
- * may see them). getattr without a handle, on a node with a written or created
- * writer, reports the most recently written writer's size (fstat after write).
+ * may see them).
  *
  * Whose close commits: FLUSH comes from every close() of every copy of the file
  * descriptor, including copies a process never used: a fork()ed child closing
@@ -106,11 +112,25 @@
 #include "io/log.h"
 
 #define BUF_MIN_CAP 256
+/* How long an observer waits for the RELEASE of a handle closed without a write:
+ * the RELEASE is queued before close() returns, so this only covers scheduling
+ * delays on a loaded machine; see the top of this file. */
+#define SETTLE_MS 250
+#define CACHE_POLL_MS 1         /* recheck of await_page_cache_readers */
+
+static void timespec_add_ms(struct timespec *t, long ms)
+{
+	t->tv_nsec += ms * 1000000L;
+	t->tv_sec += t->tv_nsec / 1000000000L;
+	t->tv_nsec %= 1000000000L;
+}
 
 /* ---- attributes ----------------------------------------------------------- */
 
 /* The writer whose size getattr reports: the handle asked about, else the most
- * recently written dirty one. Node lock held. */
+ * recently written dirty one (fstat after write carries no handle). A handle only
+ * created or truncated is not one: others see the previous value's size until it
+ * commits. Node lock held. */
 static struct tfs_key_handle *size_writer_locked(struct tfs_node *n, struct fuse_file_info *fi)
 {
 	struct tfs_key_handle *best = NULL;
@@ -121,7 +141,7 @@ static struct tfs_key_handle *size_writer_locked(struct tfs_node *n, struct fuse
 			return h;
 	}
 	for (struct tfs_key_handle *h = n->writers; h; h = h->wnext)
-		if ((h->dirty || h->pending) && (!best || h->write_seq > best->write_seq))
+		if (h->dirty && (!best || h->write_seq > best->write_seq))
 			best = h;
 	return best;
 }
@@ -133,9 +153,10 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 	struct tfs_key_handle *reader = NULL, *w;
 	struct tfs_keyinfo info;
 	uint8_t kb[TFS_NODE_KEY_CAP];
-	size_t klen, wlen = 0, rlen = 0;
-	int64_t wtime = 0, rtime = 0;
-	bool have_w = false, have_open_w = false, have_r = false, unlinked;
+	size_t klen, wlen = 0, rlen = 0, plen = 0;
+	int64_t wtime = 0, rtime = 0, ptime = 0;
+	tfs_offset_t poff = TFS_OFFSET_NONE;
+	bool have_w = false, have_open_w = false, have_r = false, have_pc = false, own_w, unlinked;
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
@@ -143,6 +164,7 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 
 	if (!pl)
 		return -ENOENT;
+	tfs_key_settle(m, n);                  /* ": > k; stat k" */
 	tfs_topic_owner(n, &uid, &gid, &mode);
 	mode &= 0666;
 	if (fi && fi->fh) {
@@ -163,15 +185,25 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 		wlen = w->len;
 		wtime = w->mtime_ms;
 	}
+	own_w = have_w && fi && fi->fh && tfs_key__of(tfs_fh_of(fi)) == w;
 	if (n->readers) {
 		have_r = true;
 		rlen = n->readers->rec.value_len;
 		rtime = n->readers->rec.timestamp;
 	}
+	for (struct tfs_key_handle *h = n->cache_users ? n->readers : NULL; h; h = h->wnext) {
+		if (h->page_cache) {
+			have_pc = true;
+			plen = h->rec.value_len;
+			ptime = h->rec.timestamp;
+			poff = h->rec.offset;
+			break;
+		}
+	}
 	unlinked = n->unlinked;
 	pthread_mutex_unlock(&n->lock);
 
-	if (have_w) {                           /* written or created, not committed */
+	if (have_w && (own_w || (!have_pc && !reader))) {      /* written, not committed */
 		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
 		return TFS_STAT_VOLATILE;
 	}
@@ -182,6 +214,13 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 		/* The kernel refreshes i_size through a page-cache reader's handle:
 		 * keep it at the pinned value's length. */
 		tfs_stat_file(n, mode, uid, gid, (off_t)reader->rec.value_len, reader->rec.timestamp, st);
+		return TFS_STAT_VOLATILE;
+	}
+	if (have_pc && !reader && (rc < 0 || info.offset != poff)) {
+		/* i_size is shared by the inode's handles: while page-cache readers of
+		 * an older value are open, every reply keeps it at their length (see
+		 * the top of this file), uncached, so the newest shows once they close. */
+		tfs_stat_file(n, mode, uid, gid, (off_t)plen, ptime, st);
 		return TFS_STAT_VOLATILE;
 	}
 	if (rc == 0) {
@@ -225,6 +264,8 @@ static void handle_unlink_locked(struct tfs_node *n, struct tfs_key_handle *h)
 	h->wnext = h->wprev = NULL;
 }
 
+static void defer_remove(struct tfs_mount *m, struct tfs_key_handle *h);
+
 /* Commits a dirty writer: one record with the buffer as value. Node lock held
  * (writes to this node wait; the engine's locks come after ours). */
 static int commit_locked(struct tfs_mount *m, struct tfs_key_handle *h, bool durable,
@@ -246,8 +287,18 @@ static int commit_locked(struct tfs_mount *m, struct tfs_key_handle *h, bool dur
 	if (!pl)
 		return -ENOENT;
 	rec.key = tfs_slice_make(n->key_len ? n->key : empty, n->key_len);
-	rec.value = tfs_slice_make(h->len ? h->buf : empty, h->len);
-	rc = tfs_plog_append(pl, &rec, 1, durable, NULL, NULL);
+	if (h->onto) {
+		/* O_APPEND: its own bytes go onto whatever value is newest now. */
+		rc = tfs_plog_append_onto(pl, rec.key, tfs_slice_make(h->buf ? h->buf + h->base_len
+		                                                             : empty,
+		                                                      h->len - h->base_len),
+		                          durable, NULL, NULL);
+		if (rc == 0)
+			h->base_len = h->len;
+	} else {
+		rec.value = tfs_slice_make(h->len ? h->buf : empty, h->len);
+		rc = tfs_plog_append(pl, &rec, 1, durable, NULL, NULL);
+	}
 	if (rc < 0) {
 		/* The error goes to this close()/fsync(); the value is dropped, so that a
 		 * later retry (RELEASE) cannot make a record appear that the caller was
@@ -272,6 +323,7 @@ static int commit(struct tfs_mount *m, struct tfs_key_handle *h, bool durable)
 	pthread_mutex_lock(&n->lock);
 	rc = commit_locked(m, h, durable, &committed);
 	pthread_mutex_unlock(&n->lock);
+	defer_remove(m, h);     /* after the record: whoever waited for it sees it */
 	/* Its mtime is now the record's; cached attrs (from a getattr between the
 	 * writes and this commit) must go. The kernel already dropped them on write. */
 	if (committed)
@@ -279,11 +331,25 @@ static int commit(struct tfs_mount *m, struct tfs_key_handle *h, bool durable)
 	return rc;
 }
 
-/* ---- deferred empty commits (see the top of this file) ------------------- */
+/* ---- closed creations and truncations (see the top of this file) -------- */
 
+void tfs_key_cond_init(pthread_cond_t *c)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* Puts h on m->deferred (again): its last event is a FLUSH that left only the
+ * pending obligation. Node lock held (lock order: node, then deferred_lock; the
+ * list and h->deferred are under deferred_lock). */
 static void defer_add(struct tfs_mount *m, struct tfs_key_handle *h)
 {
 	pthread_mutex_lock(&m->deferred_lock);
+	h->outwaited = false;           /* a new close: it may be the last */
 	if (!h->deferred) {
 		h->dprev = NULL;
 		h->dnext = m->deferred;
@@ -308,50 +374,87 @@ static void defer_unlink_locked(struct tfs_mount *m, struct tfs_key_handle *h)
 	h->dnext = h->dprev = NULL;
 	h->deferred = false;
 	atomic_fetch_sub_explicit(&m->deferred_count, 1, memory_order_release);
+	pthread_cond_broadcast(&m->deferred_cond);
 }
 
+/* Takes h off m->deferred: written again, or committed. */
 static void defer_remove(struct tfs_mount *m, struct tfs_key_handle *h)
 {
+	/* acquire: pairs with the release increment in defer_add. */
+	if (atomic_load_explicit(&m->deferred_count, memory_order_acquire) == 0)
+		return;
 	pthread_mutex_lock(&m->deferred_lock);
 	if (h->deferred)
 		defer_unlink_locked(m, h);
 	pthread_mutex_unlock(&m->deferred_lock);
 }
 
+/* Is h one that an observer of n waits for? Deferred lock held (h is alive). */
+static bool settles_for(const struct tfs_key_handle *h, const struct tfs_node *n)
+{
+	const struct tfs_node *hn = h->base.node;
+
+	if (h->outwaited)
+		return false;
+	if (n->kind == TFS_NODE_KEY)
+		return hn == n;
+	return hn->topic == n->topic && hn->partition == n->partition;
+}
+
 void tfs_key_settle(struct tfs_mount *m, struct tfs_node *n)
 {
-	struct tfs_key_handle *h, *next;
+	struct timespec deadline;
+	int rc = 0;
 
 	/* acquire: pairs with the release increment in defer_add. */
 	if (atomic_load_explicit(&m->deferred_count, memory_order_acquire) == 0 || !n->topic)
 		return;
-	/* Commits run under the deferred lock, so that a RELEASE cannot free a
-	 * handle under us (tfs_key__fh_free takes the lock to leave the list). */
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	timespec_add_ms(&deadline, SETTLE_MS);
 	pthread_mutex_lock(&m->deferred_lock);
-	for (h = m->deferred; h; h = next) {
-		struct tfs_node *hn = h->base.node;
-		bool committed = false;
-		int rc = 0;
-
-		next = h->dnext;
-		if (hn->topic != n->topic || hn->partition != n->partition)
-			continue;
-		/* Only the creation or truncation is owed here. A handle written since
-		 * is its editor's to commit (at its close): committing it now could
-		 * publish a value in the middle of its writes. */
-		pthread_mutex_lock(&hn->lock);
-		if (h->pending && !h->dirty)
-			rc = commit_locked(m, h, false, &committed);
-		pthread_mutex_unlock(&hn->lock);
-		if (committed)
-			tfs_notify_changed(m, hn);
-		if (rc < 0)
-			tfs_log_error("fs", "deferred commit of a created or truncated key in %s/%d "
-			              "failed: %s", tfs_topic_name(hn->topic), (int)hn->partition,
-			              tfs_strerror(rc));
-		defer_unlink_locked(m, h);
+	for (;;) {
+		struct tfs_key_handle *h;
+		for (h = m->deferred; h && !settles_for(h, n); h = h->dnext)
+			;
+		if (!h)
+			break;
+		if (rc == ETIMEDOUT) {
+			/* Still open (its close was of a copy): nobody waits for it again
+			 * before its next FLUSH. */
+			for (; h; h = h->dnext)
+				if (settles_for(h, n))
+					h->outwaited = true;
+			break;
+		}
+		rc = pthread_cond_timedwait(&m->deferred_cond, &m->deferred_lock, &deadline);
 	}
 	pthread_mutex_unlock(&m->deferred_lock);
+}
+
+void tfs_key_commit_closed(struct tfs_mount *m)
+{
+	for (;;) {
+		struct tfs_key_handle *h;
+		struct tfs_node *n;
+		bool committed;
+		int rc;
+
+		pthread_mutex_lock(&m->deferred_lock);
+		h = m->deferred;
+		if (h)
+			defer_unlink_locked(m, h);
+		pthread_mutex_unlock(&m->deferred_lock);
+		if (!h)
+			break;
+		n = h->base.node;
+		pthread_mutex_lock(&n->lock);
+		rc = commit_locked(m, h, false, &committed);
+		pthread_mutex_unlock(&n->lock);
+		if (rc < 0)
+			tfs_log_error("fs", "commit of a created or truncated key in %s/%d at unmount "
+			              "failed: %s", tfs_topic_name(n->topic), (int)n->partition,
+			              tfs_strerror(rc));
+	}
 }
 
 void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
@@ -359,13 +462,22 @@ void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 
+	bool last_cache_user = false;
+
 	if (h->writer)
 		defer_remove(m, h);
 	pthread_mutex_lock(&n->lock);
 	handle_unlink_locked(n, h);
 	if (h->page_cache)
-		n->cache_users--;
+		last_cache_user = --n->cache_users == 0;
+	if (h->writer)
+		n->cache_offset = TFS_OFFSET_NONE;     /* i_size may be the writer's */
 	pthread_mutex_unlock(&n->lock);
+	if (last_cache_user) {
+		pthread_mutex_lock(&m->deferred_lock);
+		pthread_cond_broadcast(&m->deferred_cond);     /* a waiting writer */
+		pthread_mutex_unlock(&m->deferred_lock);
+	}
 	tfs_fh_unregister(m, fh);
 	tfs_record_copy_release(&h->rec);
 	free(h->buf);
@@ -386,6 +498,9 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 		return -ENOENT;
 	h->writer = true;
 	h->append = append;
+	/* O_APPEND commits its bytes onto the newest value, unless it truncated
+	 * (a new name "starts" truncated: there is nothing to keep) */
+	h->onto = append && (!trunc || start_dirty);
 	klen = tfs_key__copy(n, kb);
 	{
 		int64_t vmax = tfs_key__value_max(n, klen);
@@ -403,6 +518,7 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	/* Take the value's buffer over instead of copying it. */
 	h->buf = rc_copy.value;
 	h->len = h->cap = rc_copy.value_len;
+	h->base_len = h->len;
 	rc_copy.value = NULL;
 	rc_copy.value_len = 0;
 	tfs_record_copy_release(&rc_copy);
@@ -411,6 +527,43 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 
 /* ---- open, read, write, flush, release, fsync ----------------------------- */
 
+/* Before a writer's OPEN reply or a truncate(2): the kernel will change i_size
+ * (O_TRUNC sets it to 0, writes past it grow it, a truncation sets it), which
+ * would cut the read(2) of a page-cache reader in flight. So wait until the
+ * node's page-cache readers have closed (cat closes at once), at most SETTLE_MS:
+ * a reader that keeps its descriptor is safe between its reads (its next read
+ * asks for the size with its own handle). New readers of n must already be
+ * kept off the page cache (a writer is linked). Node not locked. */
+static void await_page_cache_readers(struct tfs_mount *m, struct tfs_node *n)
+{
+	struct timespec deadline, step;
+	bool busy;
+
+	pthread_mutex_lock(&n->lock);
+	busy = n->cache_users > 0;
+	pthread_mutex_unlock(&n->lock);
+	if (!busy)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	timespec_add_ms(&deadline, SETTLE_MS);
+	while (busy) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > deadline.tv_sec ||
+		    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+			break;
+		/* The wakeup (tfs_key__fh_free) is not under n's lock: recheck often. */
+		step = now;
+		timespec_add_ms(&step, CACHE_POLL_MS);
+		pthread_mutex_lock(&m->deferred_lock);
+		pthread_cond_timedwait(&m->deferred_cond, &m->deferred_lock, &step);
+		pthread_mutex_unlock(&m->deferred_lock);
+		pthread_mutex_lock(&n->lock);
+		busy = n->cache_users > 0;
+		pthread_mutex_unlock(&n->lock);
+	}
+}
+
 static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
                      struct fuse_file_info *fi)
 {
@@ -418,7 +571,7 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	struct tfs_key_handle *h;
 	uint8_t kb[TFS_NODE_KEY_CAP];
 	size_t klen;
-	bool pending, unlinked;
+	bool pending, unlinked, fresh = false;
 	int rc;
 
 	if (!pl) {
@@ -448,11 +601,12 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		tfs_key__set_opener(h, req);
 		tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
 		pthread_mutex_lock(&n->lock);
-		tfs_key__link_locked(n, h);
+		tfs_key__link_locked(n, h);     /* new readers now use direct_io */
 		if (h->pending)
 			h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
 			                                         memory_order_relaxed);
 		pthread_mutex_unlock(&n->lock);
+		await_page_cache_readers(m, n);
 		fi->direct_io = 1;
 		fi->fh = (uintptr_t)h;
 		if (fuse_reply_open(req, fi) != 0)
@@ -484,10 +638,11 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->direct_io = 1;
 	} else if (m->read_only) {
 		fi->keep_cache = 1;             /* the only version there is (see above) */
-	} else if (!m->reader_cache) {
-		fi->direct_io = 1;
+	} else if (!m->reader_cache || n->writers || n->unlinked) {
+		fi->direct_io = 1;              /* a writer may change i_size meanwhile */
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;
+		fresh = !fi->keep_cache;
 		n->cache_offset = h->rec.offset;
 		n->cache_users++;
 		h->page_cache = true;
@@ -495,6 +650,10 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->direct_io = 1;              /* the pages hold another version */
 	}
 	pthread_mutex_unlock(&n->lock);
+	/* A new version in the pages: the invalidation its commit queued must have
+	 * reached the kernel, so that its first read() asks for the new size. */
+	if (fresh)
+		tfs_notifier_drain(m->notifier);
 	fi->noflush = 1;                        /* a reader never commits */
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)
@@ -549,6 +708,7 @@ static void key_read(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, siz
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 
+	atomic_fetch_add_explicit(&m->stats.key_reads, 1, memory_order_relaxed);
 	if (!h->writer) {
 		reply_slice(req, h->rec.value, h->rec.value_len, size, off);
 		return;
@@ -556,6 +716,15 @@ static void key_read(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, siz
 	pthread_mutex_lock(&n->lock);          /* the buffer may be written meanwhile */
 	reply_slice(req, h->buf, h->len, size, off);
 	pthread_mutex_unlock(&n->lock);
+}
+
+/* After a write or ftruncate through h: its next FLUSH commits. Node lock held. */
+static void mark_written_locked(struct tfs_mount *m, struct tfs_key_handle *h)
+{
+	h->dirty = true;
+	h->mtime_ms = tfs_now_ms();
+	h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
+	defer_remove(m, h);                     /* not closing after all */
 }
 
 /* Makes room for len bytes. Node lock held. */
@@ -630,9 +799,7 @@ static void key_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, co
 		memcpy(h->buf + pos, buf, size);
 		if (end > h->len)
 			h->len = end;
-		h->dirty = true;
-		h->mtime_ms = tfs_now_ms();
-		h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
+		mark_written_locked(m, h);
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (rc < 0)
@@ -647,28 +814,24 @@ static void key_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 	pid_t tid = fuse_req_ctx(req)->pid;
-	bool defer, skip;
+	bool skip = false, dirty;
 
 	if (!h->writer) {
 		fuse_reply_err(req, 0);
 		return;
 	}
 	pthread_mutex_lock(&n->lock);
-	if (h->dirty) {
-		defer = false;
+	dirty = h->dirty;
+	if (dirty)
 		skip = !is_editor_locked(h, fi->lock_owner, tid);   /* a fork's close */
-	} else {
-		defer = h->pending && !n->unlinked && tid == h->opener_tid;
-		skip = !defer;
-	}
+	else if (h->pending && !n->unlinked)
+		defer_add(m, h);        /* maybe the last close: RELEASE commits it */
 	pthread_mutex_unlock(&n->lock);
-	if (defer)
-		defer_add(m, h);                /* only created/truncated so far */
 	if (skip)
 		tfs_log(TFS_LOG_DEBUG, "fs", "flush of a key in %s/%d by thread %d, not an editor: "
 		        "left to its editor's close", tfs_topic_name(n->topic), (int)n->partition,
 		        (int)tid);
-	if (defer || skip) {
+	if (!dirty || skip) {
 		fuse_reply_err(req, 0);
 		return;
 	}
@@ -703,7 +866,9 @@ static void key_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 	struct tfs_key_handle *h = tfs_key__of(fh);
 
 	if (h->writer) {
-		int rc = commit(m, h, false);   /* normally FLUSH did it already */
+		/* The creation or truncation closed without a write, or what a
+		 * fork's close left: FLUSH committed everything else already. */
+		int rc = commit(m, h, false);
 		if (rc < 0)
 			tfs_log_error("fs", "commit at release of a key in %s/%d lost: %s",
 			              tfs_topic_name(fh->node->topic), (int)fh->node->partition,
@@ -748,10 +913,8 @@ static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
 			w = n->writers;
 		rc = w ? resize_locked(w, (size_t)size) : -ENOENT;
 		if (w && rc == 0) {
-			w->dirty = true;
-			w->mtime_ms = tfs_now_ms();
-			w->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
-			                                         memory_order_relaxed);
+			w->onto = false;
+			mark_written_locked(m, w);
 		}
 		pthread_mutex_unlock(&n->lock);
 		return rc;
@@ -793,16 +956,15 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			fuse_reply_err(req, EINVAL);
 			return;
 		}
+		await_page_cache_readers(m, n); /* the reply sets i_size */
 		if (h && h->writer && h->base.node == n) {
 			pthread_mutex_lock(&n->lock);
 			rc = resize_locked(h, (size_t)attr->st_size);
 			if (rc == 0) {
+				h->onto = false;        /* a whole value now: last writer wins */
 				/* SETATTR carries no lock owner: the thread stands for it. */
 				note_editor_locked(h, 0, fuse_req_ctx(req)->pid);
-				h->dirty = true;
-				h->mtime_ms = tfs_now_ms();
-				h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
-				                                         memory_order_relaxed);
+				mark_written_locked(m, h);
 			}
 			pthread_mutex_unlock(&n->lock);
 		} else {

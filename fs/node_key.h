@@ -26,13 +26,20 @@ struct tfs_key_handle {
 	uint8_t *buf;
 	size_t len, cap;
 	bool dirty;                     /* written since the last commit */
-	bool pending;                   /* created or O_TRUNC: owes a commit */
-	bool deferred;                  /* on m->deferred (under m->deferred_lock) */
+	bool pending;                   /* created or O_TRUNC: owes a commit at its
+	                                 * RELEASE unless a written commit paid it */
+	bool deferred;                  /* on m->deferred: pending, not dirty, last
+	                                 * event a FLUSH (under m->deferred_lock) */
+	bool outwaited;                 /* an observer waited for it in vain (under
+	                                 * m->deferred_lock): others do not */
 	int failed_err;                 /* a write (EFBIG) or a commit failed: this
 	                                 * handle appends nothing any more, and its
 	                                 * later writes get this error */
 	struct tfs_key_handle *dnext, *dprev;   /* m->deferred */
 	bool append;                    /* O_APPEND: writes go to the end */
+	bool onto;                      /* append: commits buf[base_len, len) onto the
+	                                 * newest value (not after O_TRUNC/ftruncate) */
+	size_t base_len;                /* onto: bytes of buf that are not its own */
 	uint64_t write_seq;             /* mount-wide order of the last write */
 	int64_t mtime_ms;               /* time of the last write */
 	size_t payload_max;             /* the largest value, from max.message.bytes */

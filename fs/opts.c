@@ -34,6 +34,7 @@ void tfs_opts_init(struct tfs_opts *o)
 	o->cache_timeout = DEFAULT_CACHE_TIMEOUT_S;
 	o->scratch_max_bytes = TFS_SCRATCH_DEFAULT_MAX_BYTES;
 	o->scratch_max_files = TFS_SCRATCH_DEFAULT_MAX_FILES;
+	o->reader_cache = true;                  /* -o direct_reads turns it off */
 }
 
 void tfs_opts_release(struct tfs_opts *o)
@@ -97,7 +98,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1;
 	}
 	if (!strcmp(arg, "reader_cache")) {
-		o->reader_cache = true;
+		o->reader_cache = true;           /* the default; kept for old fstab lines */
+		return 0;
+	}
+	if (!strcmp(arg, "direct_reads")) {
+		o->reader_cache = false;
 		return 0;
 	}
 	if (!strcmp(arg, "default_permissions")) {
@@ -262,9 +267,9 @@ void tfs_opts_usage(const char *prog)
 	       "    -o no_default_permissions  no permission checks: with allow_other, every\n"
 	       "                           user may write, delete and reconfigure everything\n"
 	       "                           (default: the kernel checks owner, group and mode)\n"
-	       "    -o reader_cache        read keys through the page cache (faster re-reads;\n"
-	       "                           a value shortened while a reader is open may cut\n"
-	       "                           that reader's view)\n"
+	       "    -o direct_reads        never read keys through the page cache (every\n"
+	       "                           read(2) asks the daemon; by default re-reads of\n"
+	       "                           an unchanged value come from the page cache)\n"
 	       "    -o max_read=N          bytes one READ request may ask for (default 32768;\n"
 	       "                           larger reads large values faster, and costs every\n"
 	       "                           read of a small value into a fresh buffer more)\n"

@@ -4,7 +4,7 @@
  * builds: mount-wide topic defaults by their Kafka names (segment.bytes=...,
  * cleanup.policy=...), cleaner settings by their broker names
  * (log.cleaner.threads=...), partitions=N, io=auto|uring|sync, max_open_files=N,
- * fault=SPEC, ro, cache_timeout=SECONDS, reader_cache, scratch_max_bytes=N,
+ * fault=SPEC, ro, cache_timeout=SECONDS, direct_reads, scratch_max_bytes=N,
  * scratch_max_files=N, create_data_dir, no_default_permissions
  * (libfuse's default_permissions is passed on unless that one is given: permission
  * checks are on by default). max_read=N is noted and
@@ -31,7 +31,8 @@ struct tfs_opts {
 	char *fault_spec;                    /* malloc'd or NULL; armed once mounted */
 	double cache_timeout;                /* seconds the kernel may trust key attrs */
 	bool read_only;
-	bool reader_cache;                   /* readers through the page cache */
+	bool reader_cache;                   /* readers through the page cache (the
+	                                      * default; -o direct_reads: off) */
 	bool default_permissions;            /* given explicitly (it is the default) */
 	bool no_default_permissions;         /* the kernel checks no permission */
 	unsigned max_read;                   /* bytes one READ request may ask for */

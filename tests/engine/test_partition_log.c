@@ -662,6 +662,94 @@ static void concurrent_appenders_get_unique_readable_offsets(void **state)
 	run_concurrent_appenders(*state);
 }
 
+/* tfs_plog_append_onto: the newest value plus the suffix, one record each time;
+ * threads appending onto one key beside plain writers of other keys lose none
+ * of their pieces. */
+#define ONTO_THREADS 4
+#define ONTO_EACH 200
+
+struct onto_writer {
+	struct tfs_plog *pl;
+	int id;
+};
+
+static void *onto_main(void *arg)
+{
+	struct onto_writer *w = arg;
+	char piece[16];
+
+	for (int i = 0; i < ONTO_EACH; i++) {
+		int n = snprintf(piece, sizeof(piece), "%c%03d;", 'a' + w->id, i);
+		if (tfs_plog_append_onto(w->pl, tfs_slice_make("log", 3),
+		                         tfs_slice_make(piece, (size_t)n), false, NULL, NULL) != 0)
+			return (void *)1;
+		put(w->pl, "other", piece);
+	}
+	return NULL;
+}
+
+static void append_onto_joins_the_newest_value_atomically(void **state)
+{
+	struct fx *f = *state;
+	struct onto_writer w[ONTO_THREADS];
+	pthread_t th[ONTO_THREADS];
+	struct tfs_record_copy rc;
+	tfs_offset_t first = -1;
+	char big[600];
+
+	f->cfg.max_message_bytes = 1000;
+	f->pl = open_pl(f);
+	assert_int_equal(tfs_plog_append_onto(f->pl, tfs_slice_make("k", 1), tfs_slice_make("x", 1),
+	                                      false, &first, NULL), 0);
+	assert_int_equal(first, 0);
+	assert_value(f->pl, "k", "x");              /* a missing key starts empty */
+	assert_int_equal(tfs_plog_append_onto(f->pl, tfs_slice_make("k", 1), tfs_slice_make("yz", 2),
+	                                      true, &first, NULL), 0);
+	assert_int_equal(first, 1);
+	assert_value(f->pl, "k", "xyz");
+	put(f->pl, "k", NULL);                      /* a tombstone: starts empty again */
+	assert_int_equal(tfs_plog_append_onto(f->pl, tfs_slice_make("k", 1), tfs_slice_make("", 0),
+	                                      false, NULL, NULL), 0);
+	assert_value(f->pl, "k", "");
+	/* Joined past max.message.bytes: EFBIG, nothing appended. */
+	memset(big, 'b', sizeof(big));
+	assert_int_equal(tfs_plog_append_onto(f->pl, tfs_slice_make("k", 1),
+	                                      tfs_slice_make(big, sizeof(big)), false, NULL, NULL), 0);
+	assert_int_equal(tfs_plog_append_onto(f->pl, tfs_slice_make("k", 1),
+	                                      tfs_slice_make(big, sizeof(big)), false, NULL, NULL),
+	                 -EFBIG);
+	{
+		struct tfs_plog_stats st;
+		tfs_plog_stats(f->pl, &st);
+		assert_int_equal(st.log_end_offset, 5);
+	}
+	f->cfg.max_message_bytes = 1048588;
+	reopen(f);
+	for (int t = 0; t < ONTO_THREADS; t++) {
+		w[t] = (struct onto_writer){ f->pl, t };
+		pthread_create(&th[t], NULL, onto_main, &w[t]);
+	}
+	for (int t = 0; t < ONTO_THREADS; t++) {
+		void *r;
+		pthread_join(th[t], &r);
+		assert_null(r);
+	}
+	assert_int_equal(tfs_plog_read_key(f->pl, tfs_slice_make("log", 3), &rc), 0);
+	assert_int_equal(rc.value_len, (size_t)ONTO_THREADS * ONTO_EACH * 5);
+	for (int t = 0; t < ONTO_THREADS; t++) {
+		/* every piece once, each thread's in its order */
+		const char *p = (const char *)rc.value, *end = p + rc.value_len;
+		int next = 0;
+		for (; p < end; p += 5)
+			if (*p == 'a' + t) {
+				assert_int_equal(atoi(p + 1), next);
+				next++;
+			}
+		assert_int_equal(next, ONTO_EACH);
+	}
+	tfs_record_copy_release(&rc);
+}
+
 /* With a tiny max.message.bytes a group of waiting units becomes several
  * batches in one write. */
 static void groups_split_into_batches_keep_every_record(void **state)
@@ -1035,6 +1123,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_failed_write_leaves_nothing_visible, setup, teardown),
 		cmocka_unit_test_setup_teardown(concurrent_appenders_get_unique_readable_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(groups_split_into_batches_keep_every_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(append_onto_joins_the_newest_value_atomically, setup, teardown),
 		cmocka_unit_test_setup_teardown(big_units_encoded_by_their_appenders_land_whole_and_in_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(big_zstd_units_compressed_by_their_appenders_land_whole, setup, teardown),
 		cmocka_unit_test_setup_teardown(big_zstd_units_survive_level_changes, setup, teardown),
