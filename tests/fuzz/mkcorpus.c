@@ -296,8 +296,8 @@ static void bulk_seed(const char *out, const char *name, uint8_t flags, uint8_t 
 static void bulk_seeds(const char *out)
 {
 	/* Splits fall on line ends or leave a partial line that the next, smaller
-	 * write completes: a partial line followed by a larger write is
-	 * tests/fuzz/pending/bulk/ until node_control.c's buffer growth is fixed. */
+	 * write completes; a partial line followed by a larger write (the buffer growth
+	 * that freed what records pointed into) is regress/bulk/put-partial-then-larger-write. */
 	static const uint16_t lines6[] = { 6 }, two_units[] = { 64 };
 
 	bulk_seed(out, "put-one-write", 1, 0, 0, NULL, 0,

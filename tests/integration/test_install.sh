@@ -114,7 +114,7 @@ c_man_pages() {
 }
 
 c_man_options() {
-	"$T_PY" - "$T_REPO" "$BUILD/topicfs" "$BUILD/topicctl" <<'PY'
+	cat > "$T_CASE/man_options.py" <<'PY'
 import re, subprocess, sys
 repo, topicfs, topicctl = sys.argv[1:4]
 bad = []
@@ -193,6 +193,7 @@ for b in bad:
     print("# " + b)
 sys.exit(1 if bad else 0)
 PY
+	"$T_PY" "$T_CASE/man_options.py" "$T_REPO" "$BUILD/topicfs" "$BUILD/topicctl"
 }
 
 c_completion() {
