@@ -894,6 +894,7 @@ static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
 
 	if (!pl)
 		return -ENOENT;
+	tfs_key_settle(m, n);                  /* `: > k; truncate -s 5 k` */
 	pthread_mutex_lock(&n->lock);
 	klen = tfs_key__copy_locked(n, kb);
 	unlinked = n->unlinked;

@@ -143,6 +143,10 @@ void tfs_key_unlink(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	/* `touch k; rm k`: the creation commits at its RELEASE, which may still be on
+	 * its way; without waiting, the tombstone would come first and the empty value
+	 * after it, bringing k back. */
+	tfs_key_settle(m, dir);
 	tfs_child_ident(dir, TFS_NODE_KEY, 0, tfs_slice_make(kb, (size_t)klen), &id);
 	n = tfs_inode_find(m->inodes, &id);
 	if (n) {
@@ -198,6 +202,7 @@ void tfs_key_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	tfs_key_settle(m, dir);                /* `touch a; mv a b`: a's RELEASE first */
 	nlen = tfs_key__decode_name(newname, nkb);
 	if (nlen < 0) {
 		fuse_reply_err(req, nlen == -ENAMETOOLONG ? ENAMETOOLONG : EINVAL);

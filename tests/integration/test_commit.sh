@@ -231,6 +231,39 @@ c_redirect_loops_with_readers() {
 }
 
 # Parallel appenders: every line of every `>>` is kept, one record per append.
+# A creation commits at its RELEASE, which reaches the daemon after close() returns:
+# a rename, an unlink or a truncate right after it must wait for it, or the rename
+# moves nothing and the unlink is undone by the empty value arriving after its
+# tombstone. Four processes, each 200 x (create, close, rename) and (create, close,
+# unlink); every step's records counted.
+c_create_then_rename_or_remove() {
+	t_mount
+	mkdir "$MNT/t"
+	"$T_PY" - "$MNT/t/0" <<'EOF'
+import os, sys
+from multiprocessing import Process
+p = sys.argv[1]
+def work(w):
+    for i in range(200):
+        a, b, c = "%s/a%d-%d" % (p, w, i), "%s/b%d-%d" % (p, w, i), "%s/c%d-%d" % (p, w, i)
+        os.close(os.open(a, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        os.rename(a, b)
+        os.close(os.open(c, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        os.unlink(c)
+ps = [Process(target=work, args=(w,)) for w in range(4)]
+for x in ps: x.start()
+for x in ps: x.join()
+sys.exit(max(x.exitcode for x in ps))
+EOF
+	# per round: a's empty value, b's, a's tombstone; c's empty value and tombstone
+	assert_eq $((4 * 200 * 5)) "$(t_leo t/0)" "records of 800 create-rename and 800 create-unlink"
+	assert_eq 800 "$(ls "$MNT/t/0" | grep -c '^b')" "renamed keys"
+	assert_eq 0 "$(ls "$MNT/t/0" | grep -c '^[ac]' || true)" "created keys left behind"
+	t_remount
+	assert_eq 800 "$(ls "$MNT/t/0" | wc -l)" "keys after a remount"
+	t_umount
+}
+
 c_parallel_appends() {
 	t_mount
 	mkdir "$MNT/t"
@@ -335,4 +368,5 @@ t_test truncate_and_create_commit_once c_truncate_and_create_commit_once
 t_test redirect_loops_with_readers c_redirect_loops_with_readers
 t_test parallel_appends c_parallel_appends
 t_test page_cache_rereads c_page_cache_rereads
+t_test create_then_rename_or_remove c_create_then_rename_or_remove
 t_done
