@@ -4,7 +4,9 @@
 #      each on both I/O backends (io_uring and pread/pwrite);
 #   2. the threaded engine tests under ThreadSanitizer;
 #   3. interoperability with kafka-python (an independent Kafka decoder);
-#   4. integration tests that mount topicfs and drive it with shell tools.
+#   4. integration tests that mount topicfs and drive it with shell tools;
+#   5. the model-based test: random operations from several processes, checked
+#      against a model of the keys and of the record history (tests/model/).
 # Usage (as root on Debian 12): scripts/test.sh        Ends with "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +60,9 @@ if [ -x tests/interop/run_interop.sh ]; then
 fi
 if [ -x tests/integration/run.sh ]; then
 	step "integration (mounts)" env BUILD_DIR="$root/build-asan" tests/integration/run.sh
+fi
+if [ -x tests/model/run.sh ]; then
+	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh
 fi
 if [ -x tests/topicctl/test_topicctl.sh ]; then
 	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
