@@ -46,6 +46,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -183,11 +184,15 @@ class Mount:
         self.proc = None
 
     def log_tail(self, n=40):
+        """The end of the daemon's log, or from a sanitizer's report on."""
         try:
             with open(self.logpath, "rb") as f:
                 lines = f.read().decode(errors="replace").splitlines()
         except OSError:
             return ""
+        for i, ln in enumerate(lines):
+            if "Sanitizer" in ln or "runtime error" in ln:
+                return "\n".join("    " + ln for ln in lines[max(0, i - 3):i + 80])
         return "\n".join("    " + ln for ln in lines[-n:])
 
 
@@ -229,6 +234,8 @@ class Executor:
         self.inos = {}
         self.handles = {}
         self.scratch = {}         # (p, dotname) -> content
+        self.scratch_names = {(p, ".s%d-%d.tmp" % (proc, i)) for p in range(NPART)
+                              for i in range(2)}
         self.records = []
         self.commits = [0] * NPART
         self.next_hid = 0
@@ -265,12 +272,12 @@ class Executor:
         """What stat/fstat report: the size of the writer written last among those
         with uncommitted changes (FUSE's getattr does not say which descriptor asks;
         see node_key.c), else the committed value's. None: not predictable."""
+        if ino.key is None:
+            return None           # unlinked: one of its handles' sizes
         ws = [h for h in ino.handles if h.kind != "r" and (h.dirty or h.pending)]
         if ws:
             h = max(ws, key=lambda h: h.wseq)
             return None if h.kind == "a" else len(h.buf)
-        if ino.key is None:
-            return None           # unlinked: one of its handles' sizes
         return len(self.values.get(ino.key) or b"")
 
     def touch(self, h):
@@ -578,7 +585,10 @@ class Executor:
         if len(names) != len(set(names)):
             raise Fail("%s: a name listed twice" % fmt_op(op))
         for n in names:
-            if n.startswith("."):
+            # Control entries are never listed; whether scratch files are is open,
+            # but not one that does not exist.
+            if n.startswith(".") and not SCRATCH_RE.match(n) or (p, n) in self.scratch_names \
+                    and (p, n) not in self.scratch:
                 raise Fail("%s: lists %r" % (fmt_op(op), n))
         mine = [k for k in self.values if k[0] == p] + [k for k in self.inos if k[0] == p]
         for k in mine:
@@ -756,6 +766,7 @@ class Executor:
     def report(self):
         """What the coordinator needs after a phase; resets the per-phase parts."""
         r = {"records": self.records, "commits": self.commits, "cleaned": sorted(self.cleaned),
+             "ops": len(self.trace),
              "sh_puts": list(self.sh_puts.items()), "sh_apps": list(self.sh_apps.items()),
              "sh_commits": list(self.sh_commits.items()),
              "sh_reads": list(self.sh_reads.items())}
@@ -792,6 +803,7 @@ def own_keys(proc):
     return [(j % NPART, n) for j, n in enumerate(names)]
 
 
+SCRATCH_RE = re.compile(r"^\.s[0-9]+-[0-9]+\.tmp$")
 SHARED_PUT = [(p, "s-put%d" % i) for p in range(NPART) for i in range(2)]
 SHARED_APP = [(p, "s-app") for p in range(NPART)]
 
@@ -800,9 +812,10 @@ class Generator:
     def __init__(self, rnd, ex, classes):
         self.r, self.ex, self.classes = rnd, ex, classes
         self.keys = own_keys(ex.proc)
-        self.scratch_names = [(p, ".s%d-%d.tmp" % (ex.proc, i)) for p in range(NPART)
-                              for i in range(2)]
+        self.scratch_names = sorted(ex.scratch_names)
         self.seq = 0
+        self.clean_ok = True      # cleans while others write: this phase's history is
+                                  # then checked as a subsequence of the commits
 
     def data(self, lo=0):
         r = self.r
@@ -829,7 +842,8 @@ class Generator:
                    ("dupclose", 4 if ws and "dup" in c else 0), ("close", 12 if hs else 0),
                    ("unlink", 5), ("rename", 5 if "rename" in c else 0), ("truncate", 2),
                    ("cat", 10), ("stat", 4), ("ls", 2), ("sh", 2 if "shell" in c else 0),
-                   ("roll", 1), ("clean", 1 if "clean" in c else 0), ("fsyncdir", 1),
+                   ("roll", 1), ("clean", 1 if "clean" in c and self.clean_ok else 0),
+                   ("fsyncdir", 1),
                    ("scratch", 4 if "scratch" in c else 0),
                    ("shared", 25 if "shared" in c else 0)]
         total = sum(w for _, w in choices)
@@ -882,8 +896,10 @@ class Generator:
         return {"op": "unlink", "k": self.key()}
 
     def g_rename(self, hs, ws, wl):
-        a = self.key()
-        b = self.key()
+        live = [k for k in self.keys if self.ex.values.get(k) is not None]
+        a = list(self.r.choice(live)) if live and self.r.random() < 0.8 else self.key()
+        same = [k for k in self.keys if k[0] == a[0]]
+        b = list(self.r.choice(same)) if self.r.random() < 0.8 else self.key()
         if self.ex.values.get(tuple(a)) is None and self.ex.visible(tuple(a)):
             return self.g_cat(hs, ws, wl)   # a created name not committed yet: no rename
         return {"op": "rename", "a": a, "b": b}
@@ -989,6 +1005,7 @@ def worker_main(proc, conn, args, classes):
             break
         try:
             if msg[0] == "run":
+                gen.clean_ok = msg[2]
                 for _ in range(msg[1]):
                     ex.run(gen.op())
                 for op in gen.closing_ops():
@@ -1033,6 +1050,8 @@ class Coordinator:
         self.app_lines = {k: [] for k in SHARED_APP}   # chunks committed
         self.shared_vals_all = {}
         self.checks = 0
+        self.ops = 0
+        self.renames = 0
 
     def part(self, p):
         return os.path.join(self.mnt, self.topic, str(p))
@@ -1052,6 +1071,7 @@ class Coordinator:
 
     def absorb(self, reports):
         """Adds the workers' records of a phase to the model."""
+        self.ops = sum(rep["ops"] for rep in reports)
         for rep in reports:
             for p in range(NPART):
                 self.leo[p] += rep["commits"][p]
@@ -1099,9 +1119,10 @@ class Coordinator:
             raise Fail("partition %d: .history/ offsets not unique and ascending: %s"
                        % (p, offs[:20]))
         lso = int(xget(self.part(p), "log_start_offset"))
-        if offs and (offs[0] < lso or offs[-1] >= self.leo[p]):
+        leo = int(xget(self.part(p), "log_end_offset"))
+        if offs and (offs[0] < lso or offs[-1] >= leo):
             raise Fail("partition %d: .history/ holds offsets %d..%d outside [%d, %d)"
-                       % (p, offs[0], offs[-1], lso, self.leo[p]))
+                       % (p, offs[0], offs[-1], lso, leo))
         live = set(offs)
         for o in list(k for k in self.cache if k[0] == p):
             if o[1] not in live:
@@ -1110,9 +1131,14 @@ class Coordinator:
         for n, o in zip(names, offs):
             if (p, o) not in self.cache:
                 e = os.path.join(hdir, n)
-                key = enc(xget(e, "key"))
-                tomb = xget(e, "tombstone") == b"1"
-                self.cache[(p, o)] = (key, None if tomb else cat(e))
+                try:
+                    key = enc(xget(e, "key"))
+                    tomb = xget(e, "tombstone") == b"1"
+                    self.cache[(p, o)] = (key, None if tomb else cat(e))
+                except FileNotFoundError:
+                    if not self.args.cleaner_threads:
+                        raise
+                    continue      # a background pass took it after the listing
             out.append((o,) + self.cache[(p, o)])
         return out
 
@@ -1153,10 +1179,10 @@ class Coordinator:
                           [(o, show(v, 20)) for v, o in got][-12:]), (p, key))
         shared = any(v is Ellipsis for v, _ in want)
         if shared:
-            if exact and len(got) != len(want):
-                bad("%d records, but %d commits" % (len(got), len(want)))
-            if len(got) > len(want):
-                bad("%d records, but only %d commits" % (len(got), len(want)))
+            new = [(o, show(v, 20)) for v, o in got if o not in [t for _, t in want]]
+            if exact and len(got) != len(want) or len(got) > len(want):
+                bad("%d records, but %d commits (shared key; its new records: %s)"
+                    % (len(got), len(want), new[:8]))
             if not got:
                 bad("no record left")
             return
@@ -1185,7 +1211,7 @@ class Coordinator:
     def check_keys(self, p, why):
         """Each key's value, stat, offset and versions against its newest record."""
         h = self.hist[p]
-        listed = set(os.listdir(self.part(p)))
+        listed = {n for n in os.listdir(self.part(p)) if not SCRATCH_RE.match(n)}
         live = set()
         for key, recs in h.keys.items():
             path = os.path.join(self.part(p), key)
@@ -1209,7 +1235,10 @@ class Coordinator:
                            % (p, key, why, st.st_size, len(v)))
             off = int(xget(path, "offset"))
             vers = [int(x) for x in xget(path, "versions").split()]
-            if off != recs[-1][1] or vers != [o for _, o in recs]:
+            hoffs = [o for _, o in recs]
+            if self.args.cleaner_threads:     # a background pass may run meanwhile
+                hoffs = [o for o in hoffs if o in vers]
+            if off != recs[-1][1] or vers != hoffs:
                 raise Fail("partition %d key %s (%s): offset %d, versions %s; .history has %s"
                            % (p, key, why, off, vers, [o for _, o in recs]))
         if listed != live:
@@ -1283,6 +1312,7 @@ class Coordinator:
         for t, offs in self.rename_offsets.items():
             if len(offs) == 2 and abs(offs[0] - offs[1]) != 1:
                 raise Fail("rename %s: records at offsets %s, not one batch" % (t, offs))
+            self.renames += len(offs) == 2
 
 
 def run_concurrent(args, classes):
@@ -1307,8 +1337,9 @@ def run_concurrent(args, classes):
             workers.append((pr, a))
         per_phase = max(1, args.ops // args.phases)
         for phase in range(args.phases):
+            clean_ok = rnd.random() < 0.3
             for _, conn in workers:
-                conn.send(("run", per_phase))
+                conn.send(("run", per_phase, clean_ok))
             reports = []
             for i, (_, conn) in enumerate(workers):
                 msg = conn.recv()
@@ -1438,6 +1469,7 @@ def shrink(args, ops, budget):
                   os.path.join(args.dir, "shrink-log"), args.timeout)
     mount.start()
     tries = [0]
+    stop = time.monotonic() + args.shrink_secs
 
     def remount():
         mount.stop()
@@ -1454,7 +1486,7 @@ def shrink(args, ops, budget):
         msg, upto = r
         ops = ops[:upto]          # what follows the failing operation does not matter
         n = 2
-        while len(ops) >= 2 and tries[0] < budget:
+        while len(ops) >= 2 and tries[0] < budget and time.monotonic() < stop:
             chunk = max(1, len(ops) // n)
             reduced = False
             for i in range(0, len(ops), chunk):
@@ -1465,7 +1497,7 @@ def shrink(args, ops, budget):
                     ops, reduced = cand[:upto], True
                     n = max(n - 1, 2)
                     break
-                if tries[0] >= budget:
+                if tries[0] >= budget or time.monotonic() >= stop:
                     break
             if not reduced:
                 if chunk == 1:
@@ -1489,11 +1521,16 @@ def main():
                     help="background cleaner threads (history then checked as a subsequence)")
     ap.add_argument("--topicfs", default=None)
     ap.add_argument("--opts", default="", help="extra -o options")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds before the daemon is killed")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds before the daemon is killed")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--replay", metavar="TRACE", help="run a trace file in one process")
-    ap.add_argument("--shrink", action="store_true", help="on failure, cut the trace down")
-    ap.add_argument("--shrink-budget", type=int, default=300, help="replays at most")
+    ap.add_argument("--shrink", action="store_true",
+                    help="with --replay: cut the trace down to a minimal failing one")
+    ap.add_argument("--no-shrink", action="store_true",
+                    help="on a failure, do not cut the failing worker's trace down")
+    ap.add_argument("--shrink-budget", type=int, default=200, help="replays at most")
+    ap.add_argument("--shrink-secs", type=int, default=150,
+                    help="stop shrinking after this long (the best trace so far is printed)")
     for c in CLASSES:
         ap.add_argument("--no-" + c, action="store_true", help="no %s operations" % c)
     args = ap.parse_args()
@@ -1554,7 +1591,8 @@ def main():
         t0 = time.time()
         failure, co = run_concurrent(args, classes)
         if failure is None:
-            print("ok - model: %s (%d checks, %.0f s)" % (name, co.checks, time.time() - t0))
+            print("ok - model: %s (%d ops, %d records, %d renames, %d full checks, %.0f s)"
+                  % (name, co.ops, sum(co.leo), co.renames, co.checks, time.time() - t0))
             print("model: 1 passed, 0 failed")
             rc = 0
             return 0
@@ -1589,8 +1627,8 @@ def main():
                             o.get("op") == "open" and o["h"] == op["h"] and o["k"] == list(key)
                             for o in trace[:i + 1]):
                         print("#     %d.%d %s" % (proc, i + 1, fmt_op(op)))
-            print("#   replay: %s --replay %s [--shrink]" % (sys.argv[0], tf))
-            if args.shrink:
+            print("#   replay: %s --replay %s [--shrink]" % (sys.argv[0], tf), flush=True)
+            if not args.no_shrink:
                 smsg, small = shrink(args, trace, args.shrink_budget)
                 if smsg:
                     sf = tf + ".min"
@@ -1603,8 +1641,9 @@ def main():
                 else:
                     print("#   the trace alone does not fail in one process (an interleaving "
                           "with other workers is needed)")
-        print("# rerun: %s --seed %d --ops %d --procs %d" % (sys.argv[0], args.seed, args.ops,
-                                                             args.procs))
+        argv = [a for i, a in enumerate(sys.argv) if a != "--seed" and (
+            i == 0 or sys.argv[i - 1] != "--seed") and not a.startswith("--seed=")]
+        print("# rerun: %s --seed %d" % (" ".join(argv), args.seed))
         print("model: 0 passed, 1 failed")
         return 1
     finally:

@@ -13,13 +13,14 @@ export BUILD_DIR=${BUILD_DIR:-$(cd "$here/../.." && pwd)/build}
 py=/usr/bin/python3
 
 if [ -z "${M_SEEDS:-}" ]; then
-	# CI: seed 1, 3 processes x 500 operations (about a minute under ASan on 2 cores).
-	set -- --seed 1 --ops 500 --procs 3 "$@"
-	exec "$py" "$here/model_test.py" "$@"
+	# CI: seed 1, 4 processes x 4000 operations in 10 phases (about a minute under
+	# ASan on 2 busy cores).
+	set -- --seed 1 --ops 4000 --procs 4 --phases 10 "$@"
+	exec timeout --kill-after=30 900 "$py" "$here/model_test.py" "$@"
 fi
 pass=0 fail=0
 for _ in $(seq "$M_SEEDS"); do
-	out=$("$py" "$here/model_test.py" "$@" 2>&1)
+	out=$(timeout --kill-after=30 900 "$py" "$here/model_test.py" "$@" 2>&1)
 	printf '%s\n' "$out" | sed '$d'
 	case $(printf '%s\n' "$out" | tail -n 1) in
 	"model: 1 passed, 0 failed") pass=$((pass + 1)) ;;
