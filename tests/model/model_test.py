@@ -928,10 +928,12 @@ class Generator:
         if self.ex.writers(tuple(k)):
             return self.g_cat(hs, ws, wl)
         op = {"op": "sh", "k": k, "d": self.data()}
-        # A shell's "> key" is a dup2 and a close before the write: the dup class.
+        # A shell's redirect is a dup2 and a close before the write: "> key", and
+        # ">> key" that creates the key, are the dup class.
+        live = self.ex.values.get(tuple(k)) is not None
         if "append" in self.classes and (self.r.random() < 0.4 or "dup" not in self.classes):
             op["append"] = True
-        elif "dup" not in self.classes:
+        if "dup" not in self.classes and not (live and op.get("append")):
             return self.g_cat(hs, ws, wl)
         return op
 
@@ -1179,10 +1181,14 @@ class Coordinator:
                           [(o, show(v, 20)) for v, o in got][-12:]), (p, key))
         shared = any(v is Ellipsis for v, _ in want)
         if shared:
-            new = [(o, show(v, 20)) for v, o in got if o not in [t for _, t in want]]
             if exact and len(got) != len(want) or len(got) > len(want):
-                bad("%d records, but %d commits (shared key; its new records: %s)"
-                    % (len(got), len(want), new[:8]))
+                prev = {t for _, t in want if isinstance(t, int)}
+                new = [(o, v) for v, o in got if o not in prev]
+                known = self.shared_vals.get((p, key))
+                odd = [(o, show(v, 20)) for o, v in new if known is not None and v not in known]
+                bad("%d records, but %d commits (a shared key; %d new records%s)"
+                    % (len(got), len(want), len(new),
+                       ", of which nobody wrote %s" % odd[:6] if odd else ""))
             if not got:
                 bad("no record left")
             return
