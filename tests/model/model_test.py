@@ -18,8 +18,8 @@ What is checked (README "Writing" and "Reading" give the contract):
   * after a remount the state is the model's; history offsets are unique and
     ascending; after roll + clean the keyed state is unchanged and exactly the
     newest record of each key is left;
-  * dot names that are not control entries are scratch files: never logged, never
-    listed, gone after a remount; a rename onto a key commits one record.
+  * dot names that are not control entries are scratch files: never logged, gone
+    after a remount; a rename onto a key commits one record.
 
 How. Several worker processes run random operations at once, in phases. Each worker
 owns some keys exclusively and models them exactly (value, open handles, records),
@@ -31,12 +31,17 @@ the history record by record, every key's value, stat and attributes, the listin
 then, at random, rolls and cleans every partition, or remounts.
 
 Replay. Every operation is written to a trace. A failure prints the seed, the failing
-worker's operations on the keys involved and a trace file; `--replay FILE` runs such a
-trace in one process (deterministic for the exclusive keys), and `--shrink` cuts it
-down to a minimal failing trace.
+worker's last operations and those on the key involved, and a trace file; that trace
+is then replayed alone in one process on a fresh topic (deterministic for the keys
+the worker owns) and cut down by delta debugging to a minimal failing trace, which is
+printed (--no-shrink skips this). `--replay FILE [--shrink]` runs a trace again.
+A failure on a shared key needs the interleaving: rerun its seed.
 
 Usage: model_test.py [--seed N] [--ops N] [--procs N] [--phases N] [--no-CLASS]...
-  classes: append dup shared scratch shell remount clean rename
+  classes: append (O_APPEND, >>), dup (a descriptor's copy closed: dup + close, and the
+  shell's redirects that truncate or create), shared (keys every worker writes),
+  scratch (dot names), shell, remount, clean, rename.
+BUILD_DIR or TOPICFS name the daemon (default: <repo>/build/topicfs), or --topicfs.
 Last line: "model: N passed, M failed".
 """
 
@@ -1050,7 +1055,6 @@ class Coordinator:
         self.cache = {}           # (p, offset) -> (key name, value or None)
         self.shared_vals = {k: set() for k in SHARED_PUT}
         self.app_lines = {k: [] for k in SHARED_APP}   # chunks committed
-        self.shared_vals_all = {}
         self.checks = 0
         self.ops = 0
         self.renames = 0
@@ -1517,7 +1521,8 @@ def shrink(args, ops, budget):
 # ------------------------------------------------------------------------------------
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=None, help="default: random (printed)")
     ap.add_argument("--ops", type=int, default=600, help="operations per process")
     ap.add_argument("--procs", type=int, default=3)
@@ -1647,6 +1652,9 @@ def main():
                 else:
                     print("#   the trace alone does not fail in one process (an interleaving "
                           "with other workers is needed)")
+        if not trace:
+            print("#   every worker's trace: %s/trace-p*; a shared key's failure needs the "
+                  "interleaving: rerun the seed" % args.dir)
         argv = [a for i, a in enumerate(sys.argv) if a != "--seed" and (
             i == 0 or sys.argv[i - 1] != "--seed") and not a.startswith("--seed=")]
         print("# rerun: %s --seed %d" % (" ".join(argv), args.seed))
