@@ -123,6 +123,22 @@ def xget(path, name):
     return os.getxattr(path, X + name)
 
 
+def call(fn, *args):
+    """fn(*args), or the errno name of its OSError ("OK" for a function returning None)."""
+    try:
+        r = fn(*args)
+    except OSError as e:
+        return ename(e)
+    return "OK" if r is None else r
+
+
+def sh_redirect(path, data, append):
+    """`printf %s DATA > PATH` (or >>) by a real shell: open, dup2 to 1, close, write."""
+    r = subprocess.run(["sh", "-c", 'printf %s "$1" ' + (">>" if append else ">") + ' "$2"',
+                        "sh", os.fsdecode(data), path], capture_output=True)
+    return "OK" if r.returncode == 0 else r.stderr.decode().strip()
+
+
 # ------------------------------------------------------------------------------------
 # The mount.
 
@@ -339,6 +355,11 @@ class Executor:
             return not self.writers(tuple(op["k"]))
         return True
 
+    def expect_read(self, op, want, got):
+        op["res"] = show(got)
+        if got != want:
+            raise Fail("%s: expected %s, read %s" % (fmt_op(op), show(want), show(got)))
+
     def expect(self, op, want, got):
         op["res"] = got
         if want != got:
@@ -423,11 +444,7 @@ class Executor:
 
     def op_ftrunc(self, op, tag):
         h = self.handles[op["h"]]
-        try:
-            os.ftruncate(h.fd, op["n"])
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.ftruncate, h.fd, op["n"])
         self.expect(op, "OK", got)
         n = op["n"]
         h.buf = h.buf[:n] + bytes(max(0, n - len(h.buf)))
@@ -437,10 +454,7 @@ class Executor:
     def op_read(self, op, tag):
         """pread of the whole handle: a reader's pinned value, a writer's own bytes."""
         h = self.handles[op["h"]]
-        try:
-            got = read_all(h.fd)
-        except OSError as e:
-            got = ename(e)
+        got = call(read_all, h.fd)
         op["res"] = show(got)
         if got != bytes(h.buf):
             raise Fail("%s: expected %s, read %s" % (fmt_op(op), show(bytes(h.buf)), show(got)))
@@ -455,11 +469,7 @@ class Executor:
 
     def op_fsync(self, op, tag):
         h = self.handles[op["h"]]
-        try:
-            os.fsync(h.fd)
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.fsync, h.fd)
         self.expect(op, "OK", got)
         if h.kind != "r":
             self.commit(h, tag)
@@ -469,22 +479,14 @@ class Executor:
         what was written, but never a creation or truncation alone."""
         h = self.handles[op["h"]]
         d = os.dup(h.fd)
-        try:
-            os.close(d)
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.close, d)
         self.expect(op, "OK", got)
         if h.kind != "r" and h.dirty:
             self.commit(h, tag)
 
     def op_close(self, op, tag):
         h = self.handles[op["h"]]
-        try:
-            os.close(h.fd)
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.close, h.fd)
         self.drop(h)
         self.expect(op, "OK", got)
         if h.kind != "r":
@@ -494,11 +496,7 @@ class Executor:
         k = tuple(op["k"])
         live = self.values.get(k) is not None
         want = "OK" if self.visible(k) else "ENOENT"
-        try:
-            os.unlink(self.path(k))
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.unlink, self.path(k))
         self.expect(op, want, got)
         if got == "OK":
             if live:
@@ -513,11 +511,7 @@ class Executor:
             want = "EXDEV"
         else:
             want = "OK"
-        try:
-            os.rename(self.path(a), self.path(b))
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.rename, self.path(a), self.path(b))
         self.expect(op, want, got)
         if got != "OK" or a == b:
             return
@@ -534,11 +528,7 @@ class Executor:
         k, n = tuple(op["k"]), op["n"]
         v = self.values.get(k)
         want = "OK" if v is not None else "ENOENT"
-        try:
-            os.truncate(self.path(k), n)
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.truncate, self.path(k), n)
         self.expect(op, want, got)
         if got == "OK":
             self.record(k, v[:n] + bytes(max(0, n - len(v))), tag)
@@ -561,9 +551,7 @@ class Executor:
                 got = cat(self.path(k))
         except OSError as e:
             got = ename(e)
-        op["res"] = show(got)
-        if got != want:
-            raise Fail("%s: expected %s, read %s" % (fmt_op(op), show(want), show(got)))
+        self.expect_read(op, want, got)
 
     def op_stat(self, op, tag):
         k = tuple(op["k"])
@@ -606,10 +594,7 @@ class Executor:
         """`printf %s DATA > key` or `>> key` by a real shell (open, dup2, close, write)."""
         k = tuple(op["k"])
         data = bytes.fromhex(op["d"])
-        redir = ">>" if op.get("append") else ">"
-        r = subprocess.run(["sh", "-c", 'printf %s "$1" ' + redir + ' "$2"', "sh",
-                            os.fsdecode(data), self.path(k)], capture_output=True)
-        self.expect(op, "OK", "OK" if r.returncode == 0 else r.stderr.decode().strip())
+        self.expect(op, "OK", sh_redirect(self.path(k), data, op.get("append")))
         if self.writers(k):
             raise Fail("model: sh on a key with open handles")
         old = self.values.get(k) or b""
@@ -658,22 +643,13 @@ class Executor:
     def op_scat(self, op, tag):
         k = tuple(op["k"])
         want = self.scratch.get(k, "ENOENT")
-        try:
-            got = cat(self.path(k))
-        except OSError as e:
-            got = ename(e)
-        op["res"] = show(got)
-        if got != want:
-            raise Fail("%s: expected %s, read %s" % (fmt_op(op), show(want), show(got)))
+        got = call(cat, self.path(k))
+        self.expect_read(op, want, got)
 
     def op_sunlink(self, op, tag):
         k = tuple(op["k"])
         want = "OK" if k in self.scratch else "ENOENT"
-        try:
-            os.unlink(self.path(k))
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.unlink, self.path(k))
         self.expect(op, want, got)
         self.scratch.pop(k, None)
 
@@ -681,11 +657,7 @@ class Executor:
         """rsync's temporary file onto a key: one record, the scratch file is gone."""
         s, k = tuple(op["s"]), tuple(op["k"])
         want = "OK" if s in self.scratch else "ENOENT"
-        try:
-            os.rename(self.path(s), self.path(k))
-            got = "OK"
-        except OSError as e:
-            got = ename(e)
+        got = call(os.rename, self.path(s), self.path(k))
         self.expect(op, want, got)
         if got == "OK":
             self.detach(k)
@@ -699,10 +671,7 @@ class Executor:
         got = "OK"
         try:
             if how == "sh":
-                r = subprocess.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh",
-                                    os.fsdecode(data), self.path(k)], capture_output=True)
-                if r.returncode:
-                    got = r.stderr.decode().strip()
+                got = sh_redirect(self.path(k), data, False)
             else:
                 fd = os.open(self.path(k), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
@@ -722,8 +691,7 @@ class Executor:
             got = ename(e)
         self.expect(op, "OK", got)
         self.sh_puts.setdefault(k, []).append(data)
-        self.sh_commits[k] = self.sh_commits.get(k, 0) + 1
-        self.commits[k[0]] += 1
+        self.shared_commit(k)
 
     def op_shapp(self, op, tag):
         k = tuple(op["k"])
@@ -731,11 +699,7 @@ class Executor:
         got = "OK"
         try:
             if op.get("how") == "sh":
-                r = subprocess.run(["sh", "-c", 'printf %s "$1" >> "$2"', "sh",
-                                    os.fsdecode(b"".join(lines)), self.path(k)],
-                                   capture_output=True)
-                if r.returncode:
-                    got = r.stderr.decode().strip()
+                got = sh_redirect(self.path(k), b"".join(lines), True)
             else:
                 fd = os.open(self.path(k), os.O_WRONLY | os.O_APPEND)
                 try:
@@ -747,15 +711,15 @@ class Executor:
             got = ename(e)
         self.expect(op, "OK", got)
         self.sh_apps.setdefault(k, []).append(lines)
+        self.shared_commit(k)
+
+    def shared_commit(self, k):
         self.sh_commits[k] = self.sh_commits.get(k, 0) + 1
         self.commits[k[0]] += 1
 
     def op_shcat(self, op, tag):
         k = tuple(op["k"])
-        try:
-            got = cat(self.path(k))
-        except OSError as e:
-            got = ename(e)
+        got = call(cat, self.path(k))
         op["res"] = show(got, 30)
         if isinstance(got, str):
             raise Fail("%s: %s (shared keys are never deleted)" % (fmt_op(op), got))
@@ -1107,7 +1071,7 @@ class Coordinator:
     def wait_leo(self, p):
         want = self.leo[p]
         got = None
-        for _ in range(200):
+        for _ in range(600):
             got = int(xget(self.part(p), "log_end_offset"))
             if got >= want:
                 break
@@ -1226,10 +1190,7 @@ class Coordinator:
         for key, recs in h.keys.items():
             path = os.path.join(self.part(p), key)
             v = recs[-1][0] if recs else None
-            try:
-                got = cat(path)
-            except OSError as e:
-                got = ename(e)
+            got = call(cat, path)
             want = v if v is not None else "ENOENT"
             if got != want:
                 raise Fail("partition %d key %s (%s): reads %s, its newest record %s"
@@ -1451,10 +1412,7 @@ def replay(args, ops, mount_ctl, topic):
                 raise Fail("at the end: log_end_offset of partition %d is %d, %d records "
                            "were committed" % (p, got, leo[p]))
         for k, v in ex.values.items():
-            try:
-                got = cat(ex.path(k))
-            except OSError as e:
-                got = ename(e)
+            got = call(cat, ex.path(k))
             if got != (v if v is not None else "ENOENT"):
                 raise Fail("at the end: key %s reads %s, model %s" % (k, show(got), show(v)))
         i = len(ops)
