@@ -62,7 +62,9 @@ if [ -x tests/integration/run.sh ]; then
 	step "integration (mounts)" env BUILD_DIR="$root/build-asan" tests/integration/run.sh
 fi
 if [ -x tests/model/run.sh ]; then
-	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh
+	# MODEL_ARGS: extra model_test.py options, e.g. --no-append to leave a class out.
+	# shellcheck disable=SC2086
+	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh ${MODEL_ARGS:-}
 fi
 if [ -x tests/topicctl/test_topicctl.sh ]; then
 	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
