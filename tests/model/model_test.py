@@ -192,6 +192,10 @@ class Mount:
         self.proc = None
         if rc != 0:
             raise Fail("topicfs exited with status %d; log:\n%s" % (rc, self.log_tail()))
+        with open(self.logpath, "rb") as f:
+            log = f.read()
+        if b"Sanitizer" in log or b"runtime error:" in log:
+            raise Fail("the daemon's log holds a sanitizer report:\n%s" % self.log_tail())
 
     def kill(self):
         if os.path.ismount(self.mnt):
