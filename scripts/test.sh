@@ -5,7 +5,9 @@
 #   2. the threaded engine tests under ThreadSanitizer;
 #   3. interoperability with kafka-python (an independent Kafka decoder);
 #   4. integration tests that mount topicfs and drive it with shell tools;
-#   5. each libFuzzer harness for a bounded time (tests/fuzz/run.sh).
+#   5. the model-based test: random operations from several processes, checked
+#      against a model of the keys and of the record history (tests/model/);
+#   6. each libFuzzer harness for a bounded time (tests/fuzz/run.sh).
 # Usage (as root on Debian 12): scripts/test.sh        Ends with "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +48,8 @@ step "unit tests (asan+ubsan, uring and sync)" \
 # the cleaner pool).
 tsan_tests() {
 	local t rc=0
-	for t in engine_test_partition_log engine_test_engine engine_test_cleaner engine_test_cleaner_manager; do
+	for t in engine_test_partition_log engine_test_engine engine_test_cleaner engine_test_cleaner_manager \
+		engine_test_cleaner_dryrun fs_test_scratch; do
 		[ -x "$root/build-tsan/$t" ] || continue
 		TSAN_OPTIONS=halt_on_error=1 TFS_IO=sync "$root/build-tsan/$t" || rc=1
 	done
@@ -59,6 +62,11 @@ if [ -x tests/interop/run_interop.sh ]; then
 fi
 if [ -x tests/integration/run.sh ]; then
 	step "integration (mounts)" env BUILD_DIR="$root/build-asan" tests/integration/run.sh
+fi
+if [ -x tests/model/run.sh ]; then
+	# MODEL_ARGS: extra model_test.py options, e.g. --no-append to leave a class out.
+	# shellcheck disable=SC2086
+	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh ${MODEL_ARGS:-}
 fi
 if [ -x tests/topicctl/test_topicctl.sh ]; then
 	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
