@@ -231,7 +231,7 @@ class Ino:
     def __init__(self, key):
         self.key = key            # (partition, name) or None once detached
         self.handles = set()
-
+        self.read_since_commit = False   # a reader opened since the last commit
 
 class Handle:
     def __init__(self, hid, fd, ino, kind, rdwr):
@@ -242,6 +242,7 @@ class Handle:
         self.dirty = False        # written since its last commit
         self.pending = False      # created or truncated: owes a commit
         self.wseq = 0             # when it was last written (or created/truncated)
+        self.size_lost = False    # another handle committed while this one was dirty
 
 
 class Executor:
@@ -295,14 +296,31 @@ class Executor:
 
     def size_of(self, ino):
         """What stat/fstat report: the size of the writer written last among those
-        with uncommitted changes (FUSE's getattr does not say which descriptor asks;
-        see node_key.c), else the committed value's. None: not predictable."""
+        with uncommitted writes (FUSE's getattr does not say which descriptor asks;
+        see node_key.c), else the committed value's. A handle only created or
+        truncated is no such writer (the daemon shows nobody its empty value before
+        it commits), but the kernel itself sets the size to 0 at an O_TRUNC open and
+        may answer from that: with one open and no written handle, either size may
+        show. None: not predictable."""
         if ino.key is None:
             return None           # unlinked: one of its handles' sizes
-        ws = [h for h in ino.handles if h.kind != "r" and (h.dirty or h.pending)]
+        # While readers that use the page cache are open (and until their RELEASE,
+        # which comes after close() returns), the kernel keeps the size of the value
+        # their pages hold (node_key.c): after a reader, stat may show its length.
+        if ino.read_since_commit:
+            return None
+        # With two writers open, another's commit updates the size the kernel
+        # caches while this one's bytes are still uncommitted: either may show.
+        if sum(1 for h in ino.handles if h.kind != "r") > 1:
+            return None
+        ws = [h for h in ino.handles if h.kind != "r" and h.dirty]
+        if any(h.size_lost for h in ws):
+            return None
         if ws:
             h = max(ws, key=lambda h: h.wseq)
             return None if h.kind == "a" else len(h.buf)
+        if any(h.kind != "r" and h.pending for h in ino.handles):
+            return None
         return len(self.values.get(ino.key) or b"")
 
     def touch(self, h):
@@ -328,6 +346,14 @@ class Executor:
         else:
             v = bytes(h.buf)
         self.record(k, v, tag)
+        if not any(o.kind == "r" for o in h.ino.handles):
+            h.ino.read_since_commit = False
+        # The commit's attributes reach the kernel's cache: until they commit, the
+        # size of other dirty writers no longer shows in stat.
+        for o in h.ino.handles:
+            if o is not h and o.kind != "r" and o.dirty:
+                o.size_lost = True
+        h.size_lost = False
 
     def drop(self, h):
         del self.handles[h.hid]
@@ -399,6 +425,7 @@ class Executor:
         cur = self.values.get(k)
         if kind == "r":
             h.buf = bytearray(cur or b"")
+            ino.read_since_commit = True
         elif not vis or "t" in mode:
             h.pending = True      # created (touch commits an empty value) or truncated
             self.touch(h)
