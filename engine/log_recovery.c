@@ -168,7 +168,7 @@ static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
 }
 
 /* Step 1, second pass: .cleaned files and the .swap files of an interrupted swap
- * go; complete swaps are finished. Kafka's crash matrix (reference §2.9). */
+ * go; complete swaps are finished. Kafka's crash matrix (docs/cleaner.md §7). */
 static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 {
 	DIR *dir = tfs_dir_stream(pl->dirfd);

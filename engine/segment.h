@@ -189,7 +189,7 @@ void tfs_segment_note_flushed(struct tfs_segment *s, tfs_pos_t upto);
 
 /* ---- the cleaner's output (cleaner_swap.c) ----
  * A cleaned segment is written as <base>.log.cleaned with .index.cleaned and
- * .timeindex.cleaned, renamed to .swap, then to its final names (reference §2.9). */
+ * .timeindex.cleaned, renamed to .swap, then to its final names (docs/cleaner.md §7). */
 
 /* Creates an empty <base>.log.cleaned (replacing a stale one); the segment's fd
  * slot names that file. Caller owns the ref. */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_access.sh - read-only mounts and permissions (DESIGN §1 "Writing": topics keep an
+# test_access.sh - read-only mounts and permissions (docs/semantics.md §9: topics keep an
 # owner, group and mode; with default_permissions writing a key or a tombstone needs
 # write permission on the partition directory; -o ro refuses every write with EROFS).
 . "$(dirname "$0")/lib.sh"
@@ -84,7 +84,7 @@ c_permissions() {
 	chown "$uid" "$MNT/t"
 	assert_eq "$uid" "$(stat -c %u "$MNT/t")" "owner of the topic after chown"
 	if [ "$(stat -c %u "$p")" != "$uid" ]; then
-		# DESIGN keeps ownership per topic; if partitions carry their own, give that too.
+		# Ownership is per topic (docs/semantics.md §9); if partitions carry their own, give that too.
 		echo "# note: chown of the topic did not change the owner of its partition; chown t/0 too"
 		chown "$uid" "$p"
 	fi
