@@ -66,9 +66,11 @@ fi
 if [ -x tests/model/run.sh ]; then
 	# MODEL_ARGS: extra model_test.py options, e.g. --no-append to leave a class out.
 	# shellcheck disable=SC2086
-	# O_APPEND handles racing renames can still lose a commit (seed 1 with every
-	# class; see the README); until that is fixed CI leaves the append class out.
-	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh ${MODEL_ARGS:---no-append}
+	# Two findings are still open (see tests/model/README's note in the README):
+	# O_APPEND handles racing renames can lose a commit, and stat/fstat sizes under
+	# racing page-cache readers and writers are not predictable; until both are
+	# settled CI leaves the append class and the size checks out.
+	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh ${MODEL_ARGS:---no-append --no-size}
 fi
 if [ -x tests/topicctl/test_topicctl.sh ]; then
 	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
