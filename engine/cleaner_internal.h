@@ -103,6 +103,9 @@ void tfs__seg_reader_init(struct tfs__seg_reader *r, struct tfs_segment *seg, tf
                           int64_t *bytes_read);
 /* 1 with *h and *batch (the whole batch, CRC-checked, valid until the next call;
  * *at its position), 0 at the end, TFS_ECORRUPT (logged), or an I/O error. */
+/* Logs a corrupt batch at the reader's position (and keeps the reason in r->why);
+ * returns TFS_ECORRUPT. */
+int tfs__seg_reader_corrupt(struct tfs__seg_reader *r, const char *why);
 int tfs__seg_reader_next(struct tfs__seg_reader *r, struct tfs_batch_header *h,
                          const uint8_t **batch, tfs_pos_t *at);
 
