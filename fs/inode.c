@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "fs/fuse_ll.h"
@@ -16,6 +17,7 @@
 
 #define INITIAL_BUCKETS 1024        /* power of two; grows by doubling */
 #define ROOT_INO 1                  /* st_ino of the root; hashes avoid it */
+#define RETIRED_RING 32             /* recent retirements, for their successors */
 
 struct map {
 	struct tfs_node **b;
@@ -31,6 +33,14 @@ struct tfs_inode_table {
 	size_t key_idents;              /* KEY nodes in the identity map */
 	struct tfs_inode_topic_ops ops;
 	struct tfs_node root;
+	/* The last RETIRED_RING retirements (identity hash, end of hold): a successor
+	 * may be created after its retired node is forgotten (its readers closed), or
+	 * twice (the kernel's FORGET of a revalidating lookup can come first). */
+	struct {
+		uint64_t hash;
+		uint64_t until_ns;
+	} retired[RETIRED_RING];
+	unsigned retired_next;
 };
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -212,12 +222,33 @@ static struct tfs_node *idents_find(struct tfs_inode_table *t, uint64_t hash,
 	struct tfs_node *n = t->idents.b[hash & t->idents.mask];
 
 	for (; n; n = n->next_ident)
-		if (n->ident_hash == hash && ident_matches(n, id))
+		if (n->ident_hash == hash && !n->retired && ident_matches(n, id))
 			return n;
 	return NULL;
 }
 
 /* ---- nodes --------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A KEY node about to be created for hash: if it takes over from a node retired
+ * moments ago, the end of that retirement's hold, else 0. A hash collision only
+ * keeps another key's readers off the page cache for a while. Table lock held. */
+static uint64_t successor_hold(struct tfs_inode_table *t, uint64_t hash)
+{
+	uint64_t until = 0;
+
+	for (unsigned i = 0; i < RETIRED_RING; i++)
+		if (t->retired[i].hash == hash && t->retired[i].until_ns > until)
+			until = t->retired[i].until_ns;
+	return until && until > now_ns() ? until : 0;
+}
 
 static void node_free(struct tfs_inode_table *t, struct tfs_node *n)
 {
@@ -362,6 +393,8 @@ int tfs_inode_lookup(struct tfs_inode_table *t, const struct tfs_node_ident *id,
 		n = fresh;
 		fresh = NULL;
 		n->nodeid = t->next_nodeid++;
+		if (n->kind == TFS_NODE_KEY)
+			n->successor_until_ns = successor_hold(t, hash);
 		ids_insert(t, n);
 		idents_insert(t, n);
 		atomic_fetch_add_explicit(&n->refs, 1, memory_order_relaxed);  /* the map's */
@@ -446,6 +479,59 @@ void tfs_inode_unhash(struct tfs_inode_table *t, struct tfs_node *n)
 	pthread_mutex_unlock(&t->lock);
 }
 
+void tfs_inode_retire(struct tfs_inode_table *t, struct tfs_node *n, unsigned hold_ms)
+{
+	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&n->lock);
+	if (!n->retired && !n->unlinked) {
+		n->retired = true;
+		t->retired[t->retired_next].hash = n->ident_hash;
+		t->retired[t->retired_next].until_ns = now_ns() + (uint64_t)hold_ms * 1000000ull;
+		t->retired_next = (t->retired_next + 1) % RETIRED_RING;
+	}
+	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Retired nodes named oldid now name newid (the kernel may have moved a dentry
+ * that still points at one of them). A copy that cannot be made leaves a node with
+ * its old key: it only serves reads of what its readers already hold. Table lock
+ * held. */
+static void rename_retired_locked(struct tfs_inode_table *t, uint64_t oldhash,
+                                  const struct tfs_node_ident *oldid,
+                                  const struct tfs_node_ident *newid, uint64_t newhash)
+{
+	for (;;) {
+		struct tfs_node *r = t->idents.b[oldhash & t->idents.mask];
+		uint8_t *copy = NULL, *prev;
+
+		while (r && !(r->retired && r->ident_hash == oldhash && ident_matches(r, oldid)))
+			r = r->next_ident;
+		if (!r || (newid->key.len && !(copy = malloc(newid->key.len))))
+			return;
+		if (newid->key.len)
+			memcpy(copy, newid->key.p, newid->key.len);
+		idents_remove(t, r);
+		pthread_mutex_lock(&r->lock);
+		prev = r->key;
+		r->key = copy;
+		r->key_len = newid->key.len;
+		pthread_mutex_unlock(&r->lock);
+		free(prev);
+		r->ident_hash = newhash;
+		idents_insert(t, r);            /* may grow the map: rescan from its head */
+	}
+}
+
+void tfs_inode_rename_retired(struct tfs_inode_table *t, const struct tfs_node_ident *oldid,
+                              const struct tfs_node_ident *newid)
+{
+	pthread_mutex_lock(&t->lock);
+	rename_retired_locked(t, tfs_inode_ident_hash(oldid), oldid, newid,
+	                      tfs_inode_ident_hash(newid));
+	pthread_mutex_unlock(&t->lock);
+}
+
 int tfs_inode_rename(struct tfs_inode_table *t, struct tfs_node *n,
                      const struct tfs_node_ident *newid)
 {
@@ -458,6 +544,13 @@ int tfs_inode_rename(struct tfs_inode_table *t, struct tfs_node *n,
 	if (newid->key.len)
 		memcpy(copy, newid->key.p, newid->key.len);
 	pthread_mutex_lock(&t->lock);
+	if (n->in_ident && tfs_node_kind_named(n->kind)) {
+		struct tfs_node_ident oldid = {
+			.kind = n->kind, .topic = n->topic, .partition = n->partition, .num = n->num,
+			.key = tfs_slice_make(n->key, n->key_len),
+		};
+		rename_retired_locked(t, n->ident_hash, &oldid, newid, hash);
+	}
 	old = idents_find(t, hash, newid);
 	if (old && old != n) {
 		idents_remove(t, old);

@@ -15,7 +15,7 @@
  *       FUSE_ROOT_ID (1) and lives as long as the table.
  *   (2) a node is in the nodeid map iff its lookup count is > 0 (root: always).
  *   (3) a node in the identity map is in the nodeid map; at most one node per
- *       identity is in the identity map.
+ *       identity is in the identity map and not retired (lookups find only it).
  *   (4) refs = (1 if in the nodeid map) + temporary refs of running handlers +
  *       one per open handle; the node is freed when refs reaches 0, never before.
  *   (5) a node holds its own reference on its topic (taken through the table's
@@ -96,6 +96,14 @@ struct tfs_node {
 	                               * changes them) */
 	size_t key_len;
 	bool unlinked;                /* unlink or rename-over took its name away */
+	bool retired;                 /* KEY: gave its name to a fresh node so that a
+	                               * writer never shares an inode with page-cache
+	                               * readers (tfs_inode_retire); still names its key
+	                               * for reading. Written under the table lock too. */
+	uint64_t successor_until_ns;  /* KEY: took over from a retired node; until this
+	                               * CLOCK_MONOTONIC time (or a writer opens it) no
+	                               * reader uses its page cache, so the writer sent
+	                               * back finds none */
 	struct tfs_key_handle *writers;   /* KEY: open writing handles (node_key.c) */
 	struct tfs_key_handle *readers;   /* KEY: open reading handles */
 	tfs_offset_t cache_offset;    /* KEY: the value whose pages the kernel may hold */
@@ -166,6 +174,17 @@ void tfs_inode_forget(struct tfs_inode_table *t, uint64_t nodeid, uint64_t n);
 
 /* unlink / rmdir: the node loses its name (leaves the identity map, unlinked). */
 void tfs_inode_unhash(struct tfs_inode_table *t, struct tfs_node *n);
+/* A KEY node with page-cache readers and a writer on its way (node_key.c): the
+ * node stays in the identity map, retired (not unlinked: it keeps its key for
+ * reading), and lookups pass it by, so the next lookup of its name makes a fresh
+ * node with a new nodeid, and the kernel a fresh inode whose size and pages no
+ * reader of the old one shares. A successor created within hold_ms gets
+ * successor_until_ns. Renames carry retired nodes along (tfs_inode_rename, and
+ * tfs_inode_rename_retired when the name has no live node). No-op if n is
+ * already retired or unlinked. */
+void tfs_inode_retire(struct tfs_inode_table *t, struct tfs_node *n, unsigned hold_ms);
+void tfs_inode_rename_retired(struct tfs_inode_table *t, const struct tfs_node_ident *oldid,
+                              const struct tfs_node_ident *newid);
 /* rename of a KEY (or SCRATCH) node within its partition: the node now names
  * newid (an identity of the same kind, topic and partition); a node that named it before loses its
  * name (unlinked). The node keeps its nodeid and st_ino. -ENOMEM. */

@@ -52,6 +52,8 @@ struct tfs_fs_stats {
 	atomic_uint_fast64_t key_reads;        /* READ requests of keys (a page-cache
 	                                        * re-read sends none) */
 	atomic_uint_fast64_t write_seq;        /* orders writes of key handles */
+	atomic_uint_fast64_t retired_nodes;    /* keys moved to a new inode for a writer
+	                                        * (node_key.c) */
 };
 
 struct tfs_mount {

@@ -59,16 +59,29 @@
  *     value's length (uncached when it is not the newest), so no stat, ls -l or
  *     lookup moves i_size under them; a reply through a reader's own handle
  *     (the kernel refreshing i_size on its read path) reports its pinned length;
- *   - a writer's OPEN (and a truncation) first waits, at most SETTLE_MS, for the
- *     page-cache readers to close, since the kernel moves i_size without asking
- *     (cat closes at once); a writer's release forgets cache_offset, since
- *     i_size may be the writer's. A reader that holds its descriptor longer is
- *     still safe between its reads: after the kernel's own change its attributes
- *     are invalid, and its next read asks with its own handle.
- * What remains: a read(2) of such a long-held page-cache reader that is in
- * flight at the instant a writer's O_TRUNC open lands may end early. -o
- * direct_reads turns the page cache off for readers altogether. On a read-only
- * mount every reader uses it with keep_cache (there is one version only).
+ *   - a writer never shares an inode with page-cache readers. The kernel moves
+ *     i_size without asking (an O_TRUNC open sets it to 0, a direct write past it
+ *     grows it), and a reader's own GETATTR cannot undo that race: its reply is
+ *     dropped when a write lands meanwhile (fuse_inode attr_version). So a
+ *     writer's OPEN, or a truncate(2) by path, that finds page-cache readers of
+ *     the node (or a retired node) is answered ESTALE after the node is retired
+ *     (tfs_inode_retire): it keeps its key and readers but lookups pass it by.
+ *     The kernel retries an open(2) or truncate(2) that got ESTALE once, with
+ *     LOOKUP_REVAL, which looks the name up again: a fresh node, a new nodeid, a
+ *     fresh inode, whose size and pages nobody else holds. The readers of the
+ *     retired node keep theirs untouched until they close; a reader that still
+ *     reaches it (an old dentry) uses direct_io. The fresh node keeps
+ *     readers off the page cache for SUCCESSOR_HOLD_MS (successor_until_ns), so
+ *     that the writer sent back does not find new page-cache readers there; a
+ *     creation (CREATE names the node in its reply) just takes a fresh node.
+ *     A writer's release forgets cache_offset, since i_size may be the writer's.
+ * What remains: an open(2) whose retry comes later than SUCCESSOR_HOLD_MS and
+ * meets page-cache readers again fails with ESTALE (never seen; the retry is
+ * part of the same system call). Changes that open no writer (.put, .append,
+ * rename onto the key) leave page-cache readers on their inode, where attribute
+ * replies keep reporting their length, as above. -o direct_reads turns the page
+ * cache off for readers altogether. On a read-only mount every reader uses it
+ * with keep_cache (there is one version only).
  * Writers always use direct_io (their bytes are not committed, no other handle
  * may see them).
  *
@@ -116,7 +129,10 @@
  * the RELEASE is queued before close() returns, so this only covers scheduling
  * delays on a loaded machine; see the top of this file. */
 #define SETTLE_MS 250
-#define CACHE_POLL_MS 1         /* recheck of await_page_cache_readers */
+/* How long the fresh node that takes a retired node's name keeps readers off the
+ * page cache, waiting for the writer that was sent back to look the name up again
+ * (it does so at once, inside the same open(2)); see the top of this file. */
+#define SUCCESSOR_HOLD_MS 5000
 
 static void timespec_add_ms(struct timespec *t, long ms)
 {
@@ -462,22 +478,15 @@ void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 	struct tfs_key_handle *h = tfs_key__of(fh);
 	struct tfs_node *n = fh->node;
 
-	bool last_cache_user = false;
-
 	if (h->writer)
 		defer_remove(m, h);
 	pthread_mutex_lock(&n->lock);
 	handle_unlink_locked(n, h);
 	if (h->page_cache)
-		last_cache_user = --n->cache_users == 0;
+		n->cache_users--;
 	if (h->writer)
 		n->cache_offset = TFS_OFFSET_NONE;     /* i_size may be the writer's */
 	pthread_mutex_unlock(&n->lock);
-	if (last_cache_user) {
-		pthread_mutex_lock(&m->deferred_lock);
-		pthread_cond_broadcast(&m->deferred_cond);     /* a waiting writer */
-		pthread_mutex_unlock(&m->deferred_lock);
-	}
 	tfs_fh_unregister(m, fh);
 	tfs_record_copy_release(&h->rec);
 	free(h->buf);
@@ -527,41 +536,54 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 
 /* ---- open, read, write, flush, release, fsync ----------------------------- */
 
-/* Before a writer's OPEN reply or a truncate(2): the kernel will change i_size
- * (O_TRUNC sets it to 0, writes past it grow it, a truncation sets it), which
- * would cut the read(2) of a page-cache reader in flight. So wait until the
- * node's page-cache readers have closed (cat closes at once), at most SETTLE_MS:
- * a reader that keeps its descriptor is safe between its reads (its next read
- * asks for the size with its own handle). New readers of n must already be
- * kept off the page cache (a writer is linked). Node not locked. */
-static void await_page_cache_readers(struct tfs_mount *m, struct tfs_node *n)
+static uint64_t mono_ns(void)
 {
-	struct timespec deadline, step;
-	bool busy;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* May a reader opening n now use the page cache? Not while a writer is open or on
+ * its way (see the top of this file). Node lock held. */
+static bool page_cache_allowed_locked(const struct tfs_mount *m, const struct tfs_node *n)
+{
+	if (!m->reader_cache || n->writers || n->unlinked || n->retired)
+		return false;
+	return !n->successor_until_ns || n->successor_until_ns <= mono_ns();
+}
+
+/* The kernel would change the i_size page-cache readers of n share: retire n so
+ * that the caller's path is looked up again onto a fresh node (see the top of
+ * this file). Node not locked. */
+static int retire_for_writer(struct tfs_mount *m, struct tfs_node *n)
+{
+	tfs_inode_retire(m->inodes, n, SUCCESSOR_HOLD_MS);
+	atomic_fetch_add_explicit(&m->stats.retired_nodes, 1, memory_order_relaxed);
+	return -ESTALE;
+}
+
+void tfs_key__fh_discard(struct tfs_mount *m, struct tfs_key_handle *h)
+{
+	tfs_fh_unregister(m, &h->base);
+	free(h->buf);
+	free(h);
+}
+
+int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key_handle *h)
+{
+	bool refuse;
 
 	pthread_mutex_lock(&n->lock);
-	busy = n->cache_users > 0;
-	pthread_mutex_unlock(&n->lock);
-	if (!busy)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	timespec_add_ms(&deadline, SETTLE_MS);
-	while (busy) {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > deadline.tv_sec ||
-		    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
-			break;
-		/* The wakeup (tfs_key__fh_free) is not under n's lock: recheck often. */
-		step = now;
-		timespec_add_ms(&step, CACHE_POLL_MS);
-		pthread_mutex_lock(&m->deferred_lock);
-		pthread_cond_timedwait(&m->deferred_cond, &m->deferred_lock, &step);
-		pthread_mutex_unlock(&m->deferred_lock);
-		pthread_mutex_lock(&n->lock);
-		busy = n->cache_users > 0;
-		pthread_mutex_unlock(&n->lock);
+	refuse = n->retired || n->cache_users > 0;
+	if (!refuse) {
+		tfs_key__link_locked(n, h);     /* new readers now use direct_io */
+		if (h->pending)
+			h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
+			                                         memory_order_relaxed);
 	}
+	pthread_mutex_unlock(&n->lock);
+	return refuse ? retire_for_writer(m, n) : 0;
 }
 
 static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
@@ -600,13 +622,12 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		}
 		tfs_key__set_opener(h, req);
 		tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
-		pthread_mutex_lock(&n->lock);
-		tfs_key__link_locked(n, h);     /* new readers now use direct_io */
-		if (h->pending)
-			h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
-			                                         memory_order_relaxed);
-		pthread_mutex_unlock(&n->lock);
-		await_page_cache_readers(m, n);
+		rc = tfs_key__link_writer(m, n, h);
+		if (rc < 0) {
+			tfs_key__fh_discard(m, h);
+			fuse_reply_err(req, -rc);   /* the kernel looks the name up again */
+			return;
+		}
 		fi->direct_io = 1;
 		fi->fh = (uintptr_t)h;
 		if (fuse_reply_open(req, fi) != 0)
@@ -638,7 +659,7 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->direct_io = 1;
 	} else if (m->read_only) {
 		fi->keep_cache = 1;             /* the only version there is (see above) */
-	} else if (!m->reader_cache || n->writers || n->unlinked) {
+	} else if (!page_cache_allowed_locked(m, n)) {
 		fi->direct_io = 1;              /* a writer may change i_size meanwhile */
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;
@@ -957,7 +978,6 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			fuse_reply_err(req, EINVAL);
 			return;
 		}
-		await_page_cache_readers(m, n); /* the reply sets i_size */
 		if (h && h->writer && h->base.node == n) {
 			pthread_mutex_lock(&n->lock);
 			rc = resize_locked(h, (size_t)attr->st_size);
@@ -969,7 +989,12 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			}
 			pthread_mutex_unlock(&n->lock);
 		} else {
-			rc = truncate_path(m, n, attr->st_size);
+			pthread_mutex_lock(&n->lock);
+			rc = n->retired || n->cache_users > 0 ? -ESTALE : 0;
+			pthread_mutex_unlock(&n->lock);
+			/* truncate(2) looks the path up again after ESTALE */
+			rc = rc < 0 ? retire_for_writer(m, n) :
+			     truncate_path(m, n, attr->st_size);
 		}
 		if (rc < 0) {
 			tfs_reply_err(req, rc, "key");

@@ -102,6 +102,13 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
                   struct stat *st);
 /* Links h into n's writers or readers. Node lock held. */
 void tfs_key__link_locked(struct tfs_node *n, struct tfs_key_handle *h);
+/* Links writer h (registered on n) unless n has page-cache readers or is retired:
+ * then retires n and returns -ESTALE, to be replied so that the kernel looks the
+ * name up again (onto a fresh node); h is then the caller's to discard. Node not
+ * locked. */
+int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key_handle *h);
+/* Frees a registered handle that was never linked. */
+void tfs_key__fh_discard(struct tfs_mount *m, struct tfs_key_handle *h);
 /* Sets up a writer on n: loads the newest value unless trunc; pending (owes a
  * commit) when trunc or start_pending. Node not locked. */
 int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key_handle *h,

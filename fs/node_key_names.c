@@ -91,10 +91,36 @@ void tfs_key_create(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		goto fail;
 	tfs_key__set_opener(h, req);
 	tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
-	pthread_mutex_lock(&n->lock);
-	tfs_key__link_locked(n, h);
-	h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&n->lock);
+	while (tfs_key__link_writer(m, n, h) < 0) {
+		/* n has page-cache readers and is now retired: the reply names a
+		 * fresh node instead (retired nodes are passed by lookups). */
+		struct tfs_node *fresh;
+		tfs_key__fh_discard(m, h);
+		tfs_inode_forget(m->inodes, n->nodeid, 1);
+		tfs_inode_put(m->inodes, n);
+		h = NULL;
+		n = NULL;
+		rc = tfs_inode_lookup(m->inodes, &id, &fresh);
+		if (rc < 0)
+			goto fail;
+		n = fresh;
+		h = calloc(1, sizeof(*h));
+		if (!h) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		rc = tfs_key__writer_init(m, n, h, (fi->flags & O_TRUNC) || !live,
+		                          (fi->flags & O_APPEND) != 0, !live);
+		if (rc < 0)
+			goto fail;
+		tfs_key__set_opener(h, req);
+		tfs_fh_register(m, &h->base, n, tfs_key__fh_free);
+	}
+	if (!h->pending) {                      /* link_writer numbered pending ones */
+		pthread_mutex_lock(&n->lock);
+		h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1, memory_order_relaxed);
+		pthread_mutex_unlock(&n->lock);
+	}
 	memset(&e, 0, sizeof(e));
 	atomic_store_explicit(&n->attrs_cached, true, memory_order_release);
 	rc = tfs_key__stat(m, n, NULL, &e.attr);
@@ -118,8 +144,10 @@ fail:
 	if (h)
 		free(h->buf);
 	free(h);
-	tfs_inode_forget(m->inodes, n->nodeid, 1);
-	tfs_inode_put(m->inodes, n);
+	if (n) {
+		tfs_inode_forget(m->inodes, n->nodeid, 1);
+		tfs_inode_put(m->inodes, n);
+	}
 	tfs_reply_err(req, rc, "key");
 }
 
@@ -263,8 +291,10 @@ void tfs_key_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 			tfs_log_error("fs", "rename in %s: node table update failed: %s",
 			              tfs_topic_name(dir->topic), tfs_strerror(rc));
 		rc = 0;                         /* the records are in: the rename happened */
-	} else if (nn) {
-		tfs_inode_unhash(m->inodes, nn);
+	} else {
+		tfs_inode_rename_retired(m->inodes, &oid, &nid);
+		if (nn)
+			tfs_inode_unhash(m->inodes, nn);
 	}
 out:
 	if (have_val)

@@ -152,6 +152,9 @@ static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *r
 	        stat_of(&m->stats.lookups));
 	counter(f, "topicfs_fs_key_reads_total", "READ requests of keys (page-cache hits send none).",
 	        stat_of(&m->stats.key_reads));
+	counter(f, "topicfs_fs_retired_inodes_total",
+	        "Keys given a new inode because a writer met their page-cache readers.",
+	        stat_of(&m->stats.retired_nodes));
 	counter(f, "topicfs_fs_invalidations_total", "Cache invalidations sent to the kernel.",
 	        tfs_notifier_sent(m->notifier));
 	tfs_readcache_stats(m->readcache, &rcs);

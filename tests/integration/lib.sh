@@ -204,7 +204,7 @@ t_mount() {
 			"$TOPICFS" -f -o "auto_unmount${opts:+,$opts}" "$data" "$mnt" &
 		echo $! > "$st/pid"
 		wait $!
-		echo $? > "$st/rc"
+		echo $? > "$st/rc.tmp" && mv "$st/rc.tmp" "$st/rc"   # whole or absent: readers test -e
 	) > "$st/log" 2>&1 < /dev/null &
 	for i in $(seq 300); do
 		mountpoint -q "$mnt" && return 0

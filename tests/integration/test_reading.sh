@@ -191,9 +191,130 @@ c_max_read() {
 	[ "${T_MOUNT_EXIT:-0}" != 0 ] || fail "max_read=100 was accepted"
 }
 
+# A reader that keeps its descriptor across writers (less, tail -f, a program
+# re-reading its config): the kernel shares one i_size and one page cache per inode,
+# so a writer on the same inode would cut or pad that reader's reads (an O_TRUNC open
+# sets i_size to 0, a write past it grows it). A writer that meets page-cache readers
+# therefore gets a fresh inode (docs/semantics.md §5). Checked sequentially (every
+# read pattern between the writer's chunks, fstat through the reader, truncate(2) by
+# path) and then with threads: 4 readers holding descriptors, 2 writers looping.
+LONGHELD='
+import os, random, sys, threading, time, zlib
+part, secs = sys.argv[1], float(sys.argv[2])
+p = os.path.join(part, "k")
+def make(tag, n):
+    body = (b"%s:" % tag) * n
+    return body + b"#%08x" % zlib.crc32(body)
+def valid(v):
+    body, sep, crc = v.rpartition(b"#")
+    return sep == b"#" and crc == b"%08x" % zlib.crc32(body)
+def readall(fd):
+    os.lseek(fd, 0, os.SEEK_SET)
+    out = b""
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return out
+        out += b
+bad = []
+v = make(b"v0", 900)
+with open(p, "wb") as f:
+    f.write(v)
+r = os.open(p, os.O_RDONLY)
+if readall(r) != v:
+    bad.append("first read")
+for i, n in enumerate((3000, 5, 900, 1, 2000)):
+    new = make(b"w%d" % i, n)
+    w = os.open(p, os.O_WRONLY | os.O_TRUNC)
+    for a, b in ((0, len(new) // 3), (len(new) // 3, 2 * len(new) // 3), (2 * len(new) // 3, len(new))):
+        os.write(w, new[a:b])
+        got = [os.pread(r, 4096, 0), os.pread(r, 8192, 4096), os.pread(r, 100, len(v) - 50), readall(r)]
+        if got != [v[:4096], v[4096:12288], v[len(v) - 50:], v]:
+            bad.append("write %d: reader saw %s" % (i, [len(g) for g in got]))
+        if os.fstat(r).st_size != len(v):
+            bad.append("write %d: fstat of the reader %d" % (i, os.fstat(r).st_size))
+    os.close(w)
+    if readall(r) != v:
+        bad.append("commit %d: reader changed" % i)
+    with open(p, "rb") as f:
+        if f.read() != new:
+            bad.append("commit %d: a new open" % i)
+    if os.stat(p).st_size != len(new):
+        bad.append("commit %d: stat %d" % (i, os.stat(p).st_size))
+os.truncate(p, 10)
+if readall(r) != v or os.fstat(r).st_size != len(v):
+    bad.append("truncate(2): reader changed")
+if os.stat(p).st_size != 10 or open(p, "rb").read() != new[:10]:
+    bad.append("truncate(2): the path")
+os.close(r)
+with open(p, "wb") as f:
+    f.write(v)
+
+stop = time.time() + secs
+counts = [0, 0]
+def reader(seed):
+    rnd = random.Random(seed)
+    while time.time() < stop:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError as e:
+            bad.append("reader open: %s" % e)
+            return
+        first = readall(fd)
+        if not valid(first):
+            bad.append("torn first read: %d bytes %r" % (len(first), first[:30]))
+        for _ in range(rnd.randrange(1, 30)):
+            at = rnd.randrange(0, len(first) + 10)
+            n = rnd.randrange(1, 9000)
+            if os.pread(fd, n, at) != first[at:at + n]:
+                bad.append("reader of %d bytes: pread(%d, %d) differs" % (len(first), n, at))
+                break
+            counts[0] += 1
+            time.sleep(rnd.random() / 500)
+        os.close(fd)
+def writer(seed):
+    rnd = random.Random(seed)
+    while time.time() < stop:
+        new = make(b"s%d-%d" % (seed, rnd.randrange(10**6)), rnd.choice((1, 50, 900, 2500)))
+        try:
+            w = os.open(p, os.O_WRONLY | os.O_TRUNC)
+            cut = rnd.randrange(1, len(new))
+            os.write(w, new[:cut])
+            time.sleep(rnd.random() / 500)
+            os.write(w, new[cut:])
+            os.close(w)
+            counts[1] += 1
+        except OSError as e:
+            bad.append("writer: %s" % e)
+            return
+ts = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+ts += [threading.Thread(target=writer, args=(10 + i,)) for i in range(2)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+if counts[1] == 0 or counts[0] == 0:
+    bad.append("nothing ran: %s" % counts)
+print("# %d reads, %d commits" % tuple(counts))
+print("clean" if not bad else "wrong: %s" % bad[:8])
+'
+
+c_long_held_reader_and_writers() {
+	t_mount
+	mkdir "$MNT/t"
+	local out
+	out=$("$T_PY" -c "$LONGHELD" "$MNT/t/0" "${T_CONC_SECS:-10}")
+	printf '%s\n' "$out" | grep '^#' || true
+	assert_eq clean "$(printf '%s\n' "$out" | grep -v '^#')" "readers holding descriptors across writers"
+	local retired
+	retired=$(awk '$1 == "topicfs_fs_retired_inodes_total" { print $2 }' "$MNT/.topicfs/metrics")
+	[ "${retired:-0}" -gt 0 ] || fail "no writer met a page-cache reader (retired inodes: ${retired:-none})"
+}
+
 t_test put_batches_read_back c_put_batches_read_back
 t_test reader_keeps_its_value c_reader_keeps_its_value
 t_test reader_cache_new_opens_exact c_reader_cache_new_opens_exact
 t_test read_only_mount_page_cache c_read_only_mount_page_cache
 t_test max_read c_max_read
+t_test long_held_reader_and_writers c_long_held_reader_and_writers
 t_done
