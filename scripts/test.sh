@@ -47,13 +47,17 @@ step "unit tests (asan+ubsan, uring and sync)" \
 tsan_tests() {
 	local t rc=0
 	for t in engine_test_partition_log engine_test_engine engine_test_cleaner engine_test_cleaner_manager \
-		engine_test_cleaner_dryrun fs_test_scratch; do
+		engine_test_cleaner_dryrun engine_test_cleaner_crash fs_test_scratch; do
 		[ -x "$root/build-tsan/$t" ] || continue
 		TSAN_OPTIONS=halt_on_error=1 TFS_IO=sync "$root/build-tsan/$t" || rc=1
 	done
 	return $rc
 }
 step "threaded tests (tsan)" tsan_tests
+# The daemon itself under TSan: many writers, readers and listers on one partition
+# (the FUSE worker threads, group commit, the notifier, the cleaner pool at once).
+step "concurrent mount (tsan)" env BUILD_DIR="$root/build-tsan" T_CONC_SECS=10 \
+	TSAN_OPTIONS=halt_on_error=1 tests/integration/run.sh concurrency
 
 if [ -x tests/interop/run_interop.sh ]; then
 	step "interop with kafka-python" tests/interop/run_interop.sh "$root/build"
