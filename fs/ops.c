@@ -66,18 +66,36 @@ static void op_destroy(void *userdata)
 	(void)userdata;
 }
 
+/* The directory a name operation runs in, with a temporary reference, and its
+ * kind's operations; NULL (replied) if the name is too long or the node unknown. */
+static struct tfs_node *name_dir(fuse_req_t req, struct tfs_mount *m, fuse_ino_t parent,
+                                 const char *name, const struct tfs_node_ops **ops)
+{
+	struct tfs_node *dir;
+
+	if (name_too_long(req, name))
+		return NULL;
+	dir = node_or_reply(req, m, parent);
+	if (dir)
+		*ops = tfs_kind_ops(dir->kind);
+	return dir;
+}
+
+/* A name operation the directory's kind does not have: EPERM in a directory
+ * (a partition refuses mkdir, the root refuses unlink), ENOTDIR elsewhere. */
+static void reply_no_name_op(fuse_req_t req, const struct tfs_node_ops *ops)
+{
+	fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_mount *m = mount_of(req);
-	struct tfs_node *dir;
 	const struct tfs_node_ops *ops;
+	struct tfs_node *dir = name_dir(req, m, parent, name, &ops);
 
-	if (name_too_long(req, name))
-		return;
-	dir = node_or_reply(req, m, parent);
 	if (!dir)
 		return;
-	ops = tfs_kind_ops(dir->kind);
 	if (ops->lookup)
 		ops->lookup(req, m, dir, name);
 	else
@@ -131,57 +149,45 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct tfs_mount *m = mount_of(req);
-	struct tfs_node *dir;
 	const struct tfs_node_ops *ops;
+	struct tfs_node *dir = name_dir(req, m, parent, name, &ops);
 
-	if (name_too_long(req, name))
-		return;
-	dir = node_or_reply(req, m, parent);
 	if (!dir)
 		return;
-	ops = tfs_kind_ops(dir->kind);
 	if (ops->mkdir)
 		ops->mkdir(req, m, dir, name, mode);
 	else
-		fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+		reply_no_name_op(req, ops);
 	tfs_inode_put(m->inodes, dir);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_mount *m = mount_of(req);
-	struct tfs_node *dir;
 	const struct tfs_node_ops *ops;
+	struct tfs_node *dir = name_dir(req, m, parent, name, &ops);
 
-	if (name_too_long(req, name))
-		return;
-	dir = node_or_reply(req, m, parent);
 	if (!dir)
 		return;
-	ops = tfs_kind_ops(dir->kind);
 	if (ops->unlink)
 		ops->unlink(req, m, dir, name);
 	else
-		fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+		reply_no_name_op(req, ops);
 	tfs_inode_put(m->inodes, dir);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_mount *m = mount_of(req);
-	struct tfs_node *dir;
 	const struct tfs_node_ops *ops;
+	struct tfs_node *dir = name_dir(req, m, parent, name, &ops);
 
-	if (name_too_long(req, name))
-		return;
-	dir = node_or_reply(req, m, parent);
 	if (!dir)
 		return;
-	ops = tfs_kind_ops(dir->kind);
 	if (ops->rmdir)
 		ops->rmdir(req, m, dir, name);
 	else
-		fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+		reply_no_name_op(req, ops);
 	tfs_inode_put(m->inodes, dir);
 }
 
@@ -225,20 +231,16 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
                      dev_t rdev)
 {
 	struct tfs_mount *m = mount_of(req);
-	struct tfs_node *dir;
 	const struct tfs_node_ops *ops;
+	struct tfs_node *dir = name_dir(req, m, parent, name, &ops);
 
 	(void)rdev;
-	if (name_too_long(req, name))
-		return;
-	dir = node_or_reply(req, m, parent);
 	if (!dir)
 		return;
-	ops = tfs_kind_ops(dir->kind);
 	if (ops->mknod)
 		ops->mknod(req, m, dir, name, mode);
 	else
-		fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+		reply_no_name_op(req, ops);
 	tfs_inode_put(m->inodes, dir);
 }
 
@@ -246,19 +248,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi)
 {
 	struct tfs_mount *m = mount_of(req);
-	struct tfs_node *dir;
 	const struct tfs_node_ops *ops;
+	struct tfs_node *dir = name_dir(req, m, parent, name, &ops);
 
-	if (name_too_long(req, name))
-		return;
-	dir = node_or_reply(req, m, parent);
 	if (!dir)
 		return;
-	ops = tfs_kind_ops(dir->kind);
 	if (ops->create)
 		ops->create(req, m, dir, name, mode, fi);
 	else
-		fuse_reply_err(req, ops->is_dir ? EPERM : ENOTDIR);
+		reply_no_name_op(req, ops);
 	tfs_inode_put(m->inodes, dir);
 }
 
