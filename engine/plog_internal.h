@@ -1,6 +1,7 @@
 /* plog_internal.h - the partition log's private state, shared by
- * partition_log.c (appends, rolls), plog_read.c (reads, cursors) and
- * log_recovery.c (open-time recovery). Not for use outside those files. */
+ * partition_log.c (appends, rolls), plog_read.c (reads, cursors),
+ * log_recovery.c (open-time recovery) and plog_fetch.c (consumers' reads). Not
+ * for use outside those files. */
 #ifndef TFS_PLOG_INTERNAL_H
 #define TFS_PLOG_INTERNAL_H
 
