@@ -350,6 +350,8 @@ static enum tfs_kafka_verdict metadata(struct tfs_kafka_ctx *ctx, struct kr *r, 
 			free(names);
 			return KAFKA_CLOSE;
 		}
+		if (!may_root(ctx, MAY_READ_DIR))
+			count = 0;                  /* ls of the root would be refused too */
 		kw_array(w, (int32_t)count);
 		for (size_t j = 0; j < count; j++) {
 			struct tfs_topic *t = topic_get(ctx, list[j]);

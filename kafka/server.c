@@ -430,9 +430,12 @@ static void retry_parked(struct tfs_kafka_loop *lp)
 	}
 }
 
+/* Milliseconds epoll may sleep: until the nearest parked deadline (at most a
+ * tick, for appends made through the mount) or the listener's rest; -1: no
+ * limit. A deadline already past is 0, never -1. */
 static int next_timeout(struct tfs_kafka_loop *lp, int64_t now)
 {
-	int64_t t = -1;
+	int64_t t = INT64_MAX;
 
 	if (lp->parked) {
 		t = POLL_TICK_MS;
@@ -440,9 +443,11 @@ static int next_timeout(struct tfs_kafka_loop *lp, int64_t now)
 			if (c->wake_at - now < t)
 				t = c->wake_at - now;
 	}
-	if (lp->relisten_at && (t < 0 || lp->relisten_at - now < t))
+	if (lp->relisten_at && lp->relisten_at - now < t)
 		t = lp->relisten_at - now;
-	return t < 0 ? -1 : (int)(t < 0 ? 0 : t);
+	if (t == INT64_MAX)
+		return -1;
+	return t < 0 ? 0 : (int)t;
 }
 
 static void *loop_main(void *arg)

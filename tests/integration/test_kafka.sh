@@ -339,6 +339,18 @@ a.create_topics([NewTopic("users-own", 1, 1)])
 PY
 	assert_eq "$(id -u "$u")" "$(stat -c %u "$MNT/users-own")" "owner of a topic the user created"
 	t_umount
+	chmod 0711 "$DATA"              # search, no listing: ls of the root is refused
+	kmount
+	t_as "$u" "$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka import KafkaConsumer, KafkaProducer
+c = KafkaConsumer(bootstrap_servers=sys.argv[1])
+assert c.topics() == set(), c.topics()
+p = KafkaProducer(bootstrap_servers=sys.argv[1], retries=0)
+p.send("open", key=b"k2", value=b"by name").get(timeout=30)
+PY
+	assert_cat "$MNT/open/0/k2" "by name"
+	t_umount
 }
 
 t_test meta_properties c_meta_properties
