@@ -69,6 +69,8 @@ struct tfs_plog {
 	 * region (0: none). A key whose newest readable record is below it may have
 	 * a newer record in that region, so it reads TFS_EDAMAGED. */
 	tfs_offset_t stale_below;
+	void (*append_hook)(void *arg, struct tfs_plog *pl);    /* set before sharing */
+	void *append_hook_arg;
 };
 
 /* Opens the partition directory (O_DIRECTORY); the caller closes it. The fd or

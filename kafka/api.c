@@ -463,7 +463,6 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 			tfs_plog_stats(pl, &st);
 			*base = first;
 			*log_start = st.log_start_offset;
-			tfs__kafka_wake(ctx->k);
 		}
 	}
 	tfs_topic_unref(t);
@@ -550,6 +549,51 @@ static int16_t leader_epoch_error(int32_t epoch)
 	return epoch > LEADER_EPOCH ? E_UNKNOWN_LEADER_EPOCH : E_FENCED_LEADER_EPOCH;
 }
 
+/* A topic of a Fetch or ListOffsets: its name read from the request and echoed
+ * into the response, the topic if it exists, and the error each of its
+ * partitions gets before its own checks. */
+struct read_topic {
+	struct tfs_topic *t;                /* a reference, or NULL */
+	int16_t error;
+};
+
+static void read_topic_open(struct tfs_kafka_ctx *ctx, struct kr *body, struct kw *w,
+                            struct read_topic *rt)
+{
+	struct tfs_slice tname = kr_str(body, NULL);
+	struct name_buf nb;
+
+	kw_str(w, tname.p, tname.len);
+	rt->t = NULL;
+	rt->error = E_NONE;
+	if (!topic_name(tname, &nb) || !tfs_topic_name_valid(nb.s))
+		rt->error = E_INVALID_TOPIC;
+	else if (!(rt->t = topic_get(ctx, nb.s)))
+		rt->error = E_UNKNOWN_TOPIC_OR_PARTITION;
+	else if (!may_topic(ctx, rt->t, MAY_READ_DIR))
+		rt->error = E_TOPIC_AUTHORIZATION_FAILED;
+}
+
+/* The partition to read, or NULL with *error set. */
+static struct tfs_plog *read_partition(const struct read_topic *rt, int32_t index, int32_t epoch,
+                                       int16_t *error)
+{
+	struct tfs_plog *pl = rt->t ? tfs_topic_partition(rt->t, index) : NULL;
+
+	*error = rt->error;
+	if (*error == E_NONE && !pl)
+		*error = E_UNKNOWN_TOPIC_OR_PARTITION;
+	if (*error == E_NONE)
+		*error = leader_epoch_error(epoch);
+	return *error == E_NONE ? pl : NULL;
+}
+
+static void read_topic_close(struct read_topic *rt)
+{
+	if (rt->t)
+		tfs_topic_unref(rt->t);
+}
+
 static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, struct kw *w)
 {
 	int16_t v = ctx->api_version;
@@ -615,23 +659,20 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 	kw_array(w, nt);
 	nt = kr_array(&body, 6);
 	for (int32_t i = 0; i < nt; i++) {
-		struct tfs_slice tname = kr_str(&body, NULL);
-		struct name_buf nb;
-		bool name_ok = topic_name(tname, &nb) && tfs_topic_name_valid(nb.s);
-		struct tfs_topic *t = name_ok ? topic_get(ctx, nb.s) : NULL;
-		bool readable = t && may_topic(ctx, t, MAY_READ_DIR);
-		int32_t np = kr_array(&body, 16);
+		struct read_topic rt;
+		int32_t np;
 
-		kw_str(w, tname.p, tname.len);
+		read_topic_open(ctx, &body, w, &rt);
+		np = kr_array(&body, 16);
 		kw_array(w, np);
 		for (int32_t j = 0; j < np; j++) {
 			int32_t index = kr_i32(&body);
 			int32_t epoch = v >= 9 ? kr_i32(&body) : -1;
 			int64_t offset = kr_i64(&body);
 			struct tfs_plog_fetch f;
-			struct tfs_plog *pl = t ? tfs_topic_partition(t, index) : NULL;
+			struct tfs_plog *pl;
 			int32_t part_max;
-			int16_t err = E_NONE;
+			int16_t err;
 			int rc;
 
 			if (v >= 5)
@@ -639,13 +680,8 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 			part_max = kr_i32(&body);
 			memset(&f, 0, sizeof(f));
 			f.high_watermark = f.log_start = -1;
-			if (!name_ok)
-				err = E_INVALID_TOPIC;
-			else if (!pl)
-				err = E_UNKNOWN_TOPIC_OR_PARTITION;
-			else if (!readable)
-				err = E_TOPIC_AUTHORIZATION_FAILED;
-			else if ((err = leader_epoch_error(epoch)) == E_NONE) {
+			pl = read_partition(&rt, index, epoch, &err);
+			if (pl) {
 				size_t limit = part_max > 0 ? (size_t)part_max : 0;
 				if (limit > remaining)
 					limit = remaining;
@@ -676,8 +712,7 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 			total += f.bytes;
 			remaining = remaining > f.bytes ? remaining - f.bytes : 0;
 		}
-		if (t)
-			tfs_topic_unref(t);
+		read_topic_close(&rt);
 	}
 	finish(w);
 	/* Long poll: answer now if nothing can make it better, else wait. */
@@ -720,31 +755,22 @@ static enum tfs_kafka_verdict list_offsets(struct tfs_kafka_ctx *ctx, struct kr 
 	nt = kr_array(&body, 6);
 	kw_array(w, nt);
 	for (int32_t i = 0; i < nt; i++) {
-		struct tfs_slice tname = kr_str(&body, NULL);
-		struct name_buf nb;
-		bool name_ok = topic_name(tname, &nb) && tfs_topic_name_valid(nb.s);
-		struct tfs_topic *t = name_ok ? topic_get(ctx, nb.s) : NULL;
-		bool readable = t && may_topic(ctx, t, MAY_READ_DIR);
-		int32_t np = kr_array(&body, 12);
+		struct read_topic rt;
+		int32_t np;
 
-		kw_str(w, tname.p, tname.len);
+		read_topic_open(ctx, &body, w, &rt);
+		np = kr_array(&body, 12);
 		kw_array(w, np);
 		for (int32_t j = 0; j < np; j++) {
 			int32_t index = kr_i32(&body);
 			int32_t epoch = v >= 4 ? kr_i32(&body) : -1;
 			int64_t ts = kr_i64(&body), off = -1, rts = -1;
-			struct tfs_plog *pl = t ? tfs_topic_partition(t, index) : NULL;
-			int16_t err = E_NONE;
+			int16_t err;
+			struct tfs_plog *pl = read_partition(&rt, index, epoch, &err);
 
-			if (!name_ok)
-				err = E_INVALID_TOPIC;
-			else if (!pl)
-				err = E_UNKNOWN_TOPIC_OR_PARTITION;
-			else if (!readable)
-				err = E_TOPIC_AUTHORIZATION_FAILED;
-			else if ((err = leader_epoch_error(epoch)) != E_NONE)
-				;
-			else if (ts == -1 || ts == -2) {
+			if (!pl) {
+				/* err says why */
+			} else if (ts == -1 || ts == -2) {
 				struct tfs_plog_stats st;
 				tfs_plog_stats(pl, &st);
 				off = ts == -1 ? st.log_end_offset : st.log_start_offset;
@@ -764,8 +790,7 @@ static enum tfs_kafka_verdict list_offsets(struct tfs_kafka_ctx *ctx, struct kr 
 			if (v >= 4)
 				kw_i32(w, err == E_NONE ? LEADER_EPOCH : -1);
 		}
-		if (t)
-			tfs_topic_unref(t);
+		read_topic_close(&rt);
 	}
 	finish(w);
 	return KAFKA_REPLY;

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -156,8 +157,12 @@ struct tfs_kafka {
 	uint16_t port;
 	int nloops;
 	struct tfs_kafka_loop *loops;
+	atomic_int parked;                  /* parked fetches of all loops (a wake-up
+	                                     * with none is skipped) */
+	atomic_uint_fast64_t appends;       /* appends seen by the hook: a loop that
+	                                     * parked while one happened looks again */
 };
-/* Wakes parked long polls of every loop (after an append). */
+/* Wakes parked long polls of every loop (the engine's append hook). */
 void tfs__kafka_wake(struct tfs_kafka *k);
 
 #endif

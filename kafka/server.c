@@ -24,10 +24,10 @@
  *   (4) a Fetch's records are not copied: the response holds spans of segment
  *       files (a reference and a descriptor each) that leave by sendfile(2).
  *
- * Long polls: a parked Fetch is tried again when an append through the listener
- * wakes the loops (an eventfd each), and at least every POLL_TICK_MS otherwise,
- * which is how appends made through the mount are seen; it is answered at the
- * latest at its max.wait.ms.
+ * Long polls: a parked Fetch is tried again when any append to the engine,
+ * through the listener or through the mount, wakes the loops (the engine's
+ * append hook writes each loop's eventfd while fetches are parked), and it is
+ * answered at the latest at its max.wait.ms.
  *
  * Threads: each connection is touched by its loop's thread only; the struct
  * tfs_kafka is immutable while the loops run.
@@ -58,7 +58,6 @@
 
 #define OUT_HIGH (1u << 20)             /* (3) responses waiting before a mute */
 #define READ_CHUNK (64u << 10)          /* bytes buffered beyond the frame in hand */
-#define POLL_TICK_MS 10                 /* parked fetches look again this often */
 #define FRAME_MIN 8                     /* api key, version, correlation id */
 #define MAX_EVENTS 64
 #define RELISTEN_MS 100                 /* after EMFILE, the listener rests this long */
@@ -105,17 +104,24 @@ static void resp_free(struct resp *r)
 	free(r);
 }
 
+static void park_remove(struct conn *c)
+{
+	for (struct conn **pp = &c->lp->parked; *pp; pp = &(*pp)->pnext)
+		if (*pp == c) {
+			*pp = c->pnext;
+			break;
+		}
+	atomic_fetch_sub(&c->lp->k->parked, 1);
+	c->parked = false;
+	c->pnext = NULL;
+}
+
 static void conn_close(struct conn *c)
 {
 	struct tfs_kafka_loop *lp = c->lp;
 
-	if (c->parked) {
-		for (struct conn **pp = &lp->parked; *pp; pp = &(*pp)->pnext)
-			if (*pp == c) {
-				*pp = c->pnext;
-				break;
-			}
-	}
+	if (c->parked)
+		park_remove(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -237,17 +243,6 @@ static int queue_response(struct conn *c, struct kw *w)
 	return 0;
 }
 
-static void park_remove(struct conn *c)
-{
-	for (struct conn **pp = &c->lp->parked; *pp; pp = &(*pp)->pnext)
-		if (*pp == c) {
-			*pp = c->pnext;
-			break;
-		}
-	c->parked = false;
-	c->pnext = NULL;
-}
-
 /* Handles the complete frames at the start of c->in while c is not muted (2, 3).
  * 0, or -1 to close. */
 static int conn_process(struct conn *c)
@@ -282,6 +277,7 @@ static int conn_process(struct conn *c)
 				c->parked_at = ctx.now_ms;
 			c->wake_at = ctx.wake_at_ms;
 			c->parked = true;
+			atomic_fetch_add(&k->parked, 1);
 			c->pnext = c->lp->parked;
 			c->lp->parked = c;
 			break;
@@ -424,21 +420,20 @@ static void retry_parked(struct tfs_kafka_loop *lp)
 	while (list) {
 		struct conn *c = list;
 		list = c->pnext;
+		atomic_fetch_sub(&lp->k->parked, 1);
 		c->parked = false;
 		c->pnext = NULL;
 		conn_run(c, false);
 	}
 }
 
-/* Milliseconds epoll may sleep: until the nearest parked deadline (at most a
- * tick, for appends made through the mount) or the listener's rest; -1: no
- * limit. A deadline already past is 0, never -1. */
+/* Milliseconds epoll may sleep: until the nearest parked deadline or the
+ * listener's rest; -1: no limit. A deadline already past is 0, never -1. */
 static int next_timeout(struct tfs_kafka_loop *lp, int64_t now)
 {
 	int64_t t = INT64_MAX;
 
 	if (lp->parked) {
-		t = POLL_TICK_MS;
 		for (struct conn *c = lp->parked; c; c = c->pnext)
 			if (c->wake_at - now < t)
 				t = c->wake_at - now;
@@ -483,19 +478,40 @@ static void *loop_main(void *arg)
 		if (lp->relisten_at && now >= lp->relisten_at && listen_add(lp) == 0)
 			lp->relisten_at = 0;
 		(void)woken;
-		if (lp->parked)
+		/* No lost wake-up: an append after the last look below either finds
+		 * this loop's fetches counted in k->parked (and writes the eventfd) or
+		 * changed k->appends before that look (and it looks again). */
+		while (lp->parked) {
+			uint_fast64_t seen = atomic_load(&lp->k->appends);
 			retry_parked(lp);
+			if (atomic_load(&lp->k->appends) == seen)
+				break;
+		}
 	}
 	return NULL;
 }
 
-void tfs__kafka_wake(struct tfs_kafka *k)
+/* Writes every loop's eventfd. */
+static void wake_loops(struct tfs_kafka *k)
 {
 	uint64_t one = 1;
 
 	for (int i = 0; i < k->nloops; i++)
 		if (write(k->loops[i].evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			tfs_log_warn("kafka", "eventfd: %s", strerror(errno));
+}
+
+void tfs__kafka_wake(struct tfs_kafka *k)
+{
+	atomic_fetch_add(&k->appends, 1);
+	if (atomic_load(&k->parked) > 0)    /* nobody waits: no system call per append */
+		wake_loops(k);
+}
+
+static void kafka_appended(void *arg, struct tfs_plog *pl)
+{
+	(void)pl;
+	tfs__kafka_wake(arg);
 }
 
 /* Binds host:port; refuses a non-loopback address without allow_remote. */
@@ -627,6 +643,7 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 		}
 		lp->started = true;
 	}
+	tfs_engine_set_append_hook(e, kafka_appended, k);
 	tfs_log_info("kafka", "listening on PLAINTEXT://%s:%u (advertised %s:%u), node.id=%d, "
 	             "cluster id %s, %d threads", k->cfg.listener_host, k->port,
 	             k->cfg.advertised_host, k->cfg.advertised_port, (int)k->cfg.node_id,
@@ -642,9 +659,10 @@ void tfs_kafka_stop(struct tfs_kafka *k)
 {
 	if (!k)
 		return;
+	tfs_engine_set_append_hook(k->engine, NULL, NULL);  /* no call runs after this */
 	for (int i = 0; i < k->nloops; i++)
 		atomic_store(&k->loops[i].stop, true);
-	tfs__kafka_wake(k);
+	wake_loops(k);
 	for (int i = 0; i < k->nloops; i++) {
 		struct tfs_kafka_loop *lp = &k->loops[i];
 		if (lp->started)

@@ -1,7 +1,8 @@
 /* test_plog_fetch.c - batches as stored for consumers (engine/plog_fetch.h):
  * which batches a fetch from each offset returns, the byte bound and the first
  * batch that is whole past it, segments crossed, the watermark's edges, the
- * bytes of a span as they are in the file, and the offset at a timestamp.
+ * bytes of a span as they are in the file, the offset at a timestamp, and the
+ * append hook that wakes long polls.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -209,6 +210,55 @@ static void test_offset_for_time(void **state)
 	assert_int_equal(tfs_plog_offset_for_time(f->pl, ts1 + 1, &off, &got), -ENOENT);
 }
 
+struct hook_seen {
+	struct tfs_plog *pl;
+	int calls;
+	tfs_offset_t end_at_call;       /* what a reader saw from inside the hook */
+};
+
+static void hook(void *arg, struct tfs_plog *pl)
+{
+	struct hook_seen *h = arg;
+	struct tfs_plog_stats st;
+
+	tfs_plog_stats(pl, &st);        /* no partition lock is held: this does not block */
+	h->pl = pl;
+	h->calls++;
+	h->end_at_call = st.log_end_offset;
+}
+
+/* The hook runs once per append, after it is visible, for appends and for a
+ * producer's batch alike. */
+static void test_append_hook(void **state)
+{
+	struct fx *f = *state;
+	struct hook_seen h = { 0 };
+	struct tfs_batch_builder b;
+	struct tfs_batch_params p = { .producer_id = -1, .producer_epoch = -1, .base_sequence = -1 };
+	struct tfs_record_in in = { .key = tfs_slice_make("k", 1), .value = tfs_slice_make("v", 1),
+	                            .timestamp = 1 };
+	const uint8_t *out;
+	uint8_t *batch;
+	size_t len;
+
+	tfs_plog_set_append_hook(f->pl, hook, &h);
+	append(f->pl, 2, NULL);
+	assert_int_equal(h.calls, 1);
+	assert_ptr_equal(h.pl, f->pl);
+	assert_int_equal(h.end_at_call, 2);
+	tfs_batch_builder_init(&b);
+	tfs_batch_builder_reset(&b, &p);
+	assert_int_equal(tfs_batch_builder_add(&b, &in), 0);
+	assert_int_equal(tfs_batch_builder_finish(&b, -1, &out, &len), 0);
+	batch = malloc(len);
+	memcpy(batch, out, len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(h.calls, 2);
+	assert_int_equal(h.end_at_call, 3);
+	free(batch);
+	tfs_batch_builder_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +266,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_byte_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_across_segments, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offset_for_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_append_hook, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
