@@ -114,7 +114,7 @@ void tfs_kafka_peer_identify(int fd, struct tfs_kafka_peer *p)
 	struct passwd pw, *pwp = NULL;
 	char buf[4096];
 	int ng;
-	uid_t uid;
+	uid_t uid = (uid_t)-1;          /* set by diag_uid when it returns 0 */
 	int rc;
 
 	memset(p, 0, sizeof(*p));
