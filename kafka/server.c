@@ -17,7 +17,8 @@
  *       leave in the same order; a long-poll Fetch that parks blocks only its own
  *       connection (later requests wait behind it, as Kafka mutes the channel);
  *   (3) bounded memory: the input buffer holds at most one frame plus a read's
- *       worth; no request is handled while more than OUT_HIGH bytes of responses
+ *       worth, and grows with the bytes that arrive (at most doubling), not
+ *       with the size a frame claims; no request is handled while more than OUT_HIGH bytes of responses
  *       wait to be sent, and then nothing more is read either, so a client that
  *       stops reading stops being served without growing anything or holding a
  *       thread (the socket's own buffers fill, and TCP pushes back on it);
@@ -311,6 +312,10 @@ static int conn_read(struct conn *c)
 			if (c->in_len >= 4 + (size_t)size)
 				return 0;               /* a whole frame to handle first */
 			want = 4 + (size_t)size - c->in_len;
+			/* grow with what arrives, not with what the size claims: a
+			 * header alone costs no more than a read's worth */
+			if (want > READ_CHUNK && want > c->in_len)
+				want = c->in_len > READ_CHUNK ? c->in_len : READ_CHUNK;
 			if (want < READ_CHUNK)
 				want = READ_CHUNK;
 		}

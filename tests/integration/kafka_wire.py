@@ -146,6 +146,22 @@ def main():
         held = [conn(port) for _ in range(int(args[0]))]
         print(len(held), flush=True)
         sys.stdin.read()
+    elif cmd == "claim":                # N connections that each announce a SIZE frame
+        held = []                       # and send 10 bytes of it three times (so that
+        for _ in range(int(args[0])):   # the daemon reads each piece apart), held open
+            c = conn(port)              # until stdin closes
+            c.sendall(struct.pack(">i", int(args[1])) + b"\x00" * 10)
+            held.append(c)
+        for _ in range(3):
+            s.sendall(frame(18, 0, 1, b""))
+            recv_frame(s)
+            time.sleep(0.2)             # pacing only: the check does not depend on it
+            for c in held:
+                c.sendall(b"\x00" * 10)
+        s.sendall(frame(18, 0, 1, b""))
+        recv_frame(s)
+        print(len(held), flush=True)
+        sys.stdin.read()
     elif cmd == "churn":                # N connections opened and dropped at once
         for _ in range(int(args[0])):
             c = conn(port)

@@ -262,6 +262,21 @@ c_connections() {
 	exec 8>&-
 	wait "$idle" "$reader"
 	assert_eq "0 2" "$(kw produce t 1)" "after they went"
+	# 50 frames that claim 100 MB each and send 10 bytes cost what arrived, not
+	# what they claim: the daemon's address space grows by far less than 5 GB.
+	local pid vm0 vm1 claimer
+	pid=$(pgrep -P "$(cat "$(t__state "$MNT")/pid")" | head -n 1)
+	vm0=$(awk '/VmSize/ {print $2}' "/proc/$pid/status")
+	mkfifo "$T_CASE/hold3"
+	kw claim 50 104857600 < "$T_CASE/hold3" > "$T_CASE/claim.out" &
+	claimer=$!
+	exec 9> "$T_CASE/hold3"
+	for _ in $(seq 300); do [ -s "$T_CASE/claim.out" ] && break; sleep 0.1; done
+	assert_eq 50 "$(cat "$T_CASE/claim.out")" "connections claiming 100 MB frames"
+	vm1=$(awk '/VmSize/ {print $2}' "/proc/$pid/status")
+	[ $((vm1 - vm0)) -lt 1048576 ] || fail "the address space grew by $(((vm1 - vm0) / 1024)) MiB"
+	exec 9>&-
+	wait "$claimer"
 	t_umount
 }
 
