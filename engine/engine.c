@@ -85,7 +85,31 @@ struct tfs_engine {
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond;
 	bool stopping;
+
+	pthread_rwlock_t hook_lock;      /* the append hook below: read to call it */
+	void (*append_hook)(void *arg, struct tfs_plog *pl);
+	void *append_hook_arg;
 };
+
+/* Every partition's env.appended: hands the append to the engine's hook. */
+static void engine_appended(void *arg, struct tfs_plog *pl)
+{
+	struct tfs_engine *e = arg;
+
+	pthread_rwlock_rdlock(&e->hook_lock);
+	if (e->append_hook)
+		e->append_hook(e->append_hook_arg, pl);
+	pthread_rwlock_unlock(&e->hook_lock);
+}
+
+void tfs_engine_set_append_hook(struct tfs_engine *e, void (*fn)(void *arg, struct tfs_plog *pl),
+                                void *arg)
+{
+	pthread_rwlock_wrlock(&e->hook_lock);
+	e->append_hook = fn;
+	e->append_hook_arg = arg;
+	pthread_rwlock_unlock(&e->hook_lock);
+}
 
 void tfs_engine_config_defaults(struct tfs_engine_config *c)
 {
@@ -202,8 +226,13 @@ static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tf
 	};
 	char path[PATH_CAP];
 
+	int rc;
+
 	partition_path(path, sizeof(path), t->e, t->name, p);
-	return tfs_plog_open(&env, path, create, out);
+	rc = tfs_plog_open(&env, path, create, out);
+	if (rc == 0)
+		tfs_plog_set_append_hook(*out, engine_appended, t->e);
+	return rc;
 }
 
 static int grow_parts(struct tfs_topic *t, int32_t n)
@@ -1032,6 +1061,7 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	e->dirfd = -1;
 	e->cfgfd = -1;
 	pthread_rwlock_init(&e->lock, NULL);
+	pthread_rwlock_init(&e->hook_lock, NULL);
 	pthread_mutex_init(&e->stop_lock, NULL);
 	pthread_cond_init(&e->stop_cond, NULL);
 	e->data_dir = realpath(cfg->data_dir, NULL);
@@ -1139,6 +1169,7 @@ void tfs_engine_close(struct tfs_engine *e)
 	if (e->cfgfd >= 0)
 		close(e->cfgfd);
 	pthread_rwlock_destroy(&e->lock);
+	pthread_rwlock_destroy(&e->hook_lock);
 	pthread_mutex_destroy(&e->stop_lock);
 	pthread_cond_destroy(&e->stop_cond);
 	free(e->data_dir);

@@ -108,6 +108,13 @@ void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m);
 int tfs_topic_set_owner(struct tfs_topic *t, uid_t uid, gid_t gid);
 int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
 
+/* Sets (fn != NULL) or clears the one listener told after every append to any
+ * partition, with the partition (a Kafka listener's long polls). fn runs on the
+ * appending thread holding no partition lock; it must not append. Once a clear
+ * returns, no call of the old fn is running or will start. */
+void tfs_engine_set_append_hook(struct tfs_engine *e, void (*fn)(void *arg, struct tfs_plog *pl),
+                                void *arg);
+
 /* Makes every partition of every topic durable. */
 int tfs_engine_sync(struct tfs_engine *e);
 

@@ -748,6 +748,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
 		              pl->path);
 	pthread_rwlock_unlock(&pl->lock);
+	if (pl->append_hook)
+		pl->append_hook(pl->append_hook_arg, pl);       /* long polls wake */
 	if (!durable) {
 		int_fast64_t zero = 0;
 		atomic_compare_exchange_strong(&pl->unsynced_since_ms, &zero, now);
@@ -781,6 +783,13 @@ out:
 	free(g.pieces);
 	free(iov);
 	return rc;
+}
+
+void tfs_plog_set_append_hook(struct tfs_plog *pl, void (*fn)(void *arg, struct tfs_plog *pl),
+                              void *arg)
+{
+	pl->append_hook = fn;
+	pl->append_hook_arg = arg;
 }
 
 struct tfs__encoder *tfs__encoder_new(void)

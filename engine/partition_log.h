@@ -79,6 +79,11 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
                   struct tfs_plog **out);
 /* Seals nothing, writes the active segment's indexes, fsyncs, frees. NULL ok. */
 void tfs_plog_close(struct tfs_plog *pl);
+/* fn(arg, pl) is called after each group of appends is published (readers see
+ * it), on the appending thread with no partition lock held (long polls of a
+ * Kafka listener wake on it). Set once, before the partition is shared. */
+void tfs_plog_set_append_hook(struct tfs_plog *pl, void (*fn)(void *arg, struct tfs_plog *pl),
+                              void *arg);
 /* Applies a changed topic config (segment.bytes, compression, ...). */
 void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config);
 

@@ -1,6 +1,7 @@
 /* plog_internal.h - the partition log's private state, shared by
- * partition_log.c (appends, rolls), plog_read.c (reads, cursors) and
- * log_recovery.c (open-time recovery). Not for use outside those files. */
+ * partition_log.c (appends, rolls), plog_read.c (reads, cursors),
+ * log_recovery.c (open-time recovery) and plog_fetch.c (consumers' reads). Not
+ * for use outside those files. */
 #ifndef TFS_PLOG_INTERNAL_H
 #define TFS_PLOG_INTERNAL_H
 
@@ -68,6 +69,8 @@ struct tfs_plog {
 	 * region (0: none). A key whose newest readable record is below it may have
 	 * a newer record in that region, so it reads TFS_EDAMAGED. */
 	tfs_offset_t stale_below;
+	void (*append_hook)(void *arg, struct tfs_plog *pl);    /* set before sharing */
+	void *append_hook_arg;
 };
 
 /* Opens the partition directory (O_DIRECTORY); the caller closes it. The fd or

@@ -7,10 +7,11 @@
  *      exits 0 once the mount exists, or 1 with the child's error on the terminal
  *      (the engine starts threads, so it must be opened after the fork)
  *   -> open the engine (tfs_mount_create) -> fuse_session_new -> mount
- *   -> start the notifier -> report success, detach stdio, log to syslog
+ *   -> start the notifier -> with listeners=..., start the Kafka listener (a
+ *      failure fails the mount) -> report success, detach stdio, log to syslog
  *   -> tell systemd READY=1, start the watchdog if the unit asked for one (service.c)
  *   -> the multi-threaded loop until umount, SIGTERM, SIGINT or SIGHUP
- *   -> STOPPING=1, unmount, stop the notifier, destroy the session, close the
+ *   -> STOPPING=1, stop the listener, unmount, stop the notifier, destroy the session, close the
  *      engine (which flushes every partition).
  */
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "fs/fuse_ll.h"
+#include "fs/kafka_door.h"
 #include "fs/mount.h"
 #include "fs/ops.h"
 #include "fs/opts.h"
@@ -162,6 +164,7 @@ int main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	struct tfs_mount *m = NULL;
 	struct tfs_service *watchdog = NULL;
+	struct tfs_kafka *kafka = NULL;
 	struct tfs_opts o;
 	char *abs_dir = NULL, *abs_mnt = NULL, *fsn = NULL;
 	int report_fd = -1, ret = 1, rc;
@@ -242,6 +245,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "topicfs: cannot start the notifier thread: %s\n", strerror(-rc));
 		goto out;
 	}
+	if (tfs_kafka_config_enabled(&o.kafka)) {
+		struct tfs_kafka_hooks hooks;
+		tfs_kafka_door_hooks(m, &hooks);
+		rc = tfs_kafka_start(m->engine, &o.kafka, &hooks, &kafka);
+		if (rc < 0) {
+			fprintf(stderr, "topicfs: cannot start the Kafka listener on %s:%u: %s\n",
+			        o.kafka.listener_host, o.kafka.listener_port, tfs_strerror(rc));
+			goto out;
+		}
+	}
 	if (o.fault_spec) {
 		/* Counted from here: operations of the recovery at open are not. */
 		rc = tfs_io_set_fault(tfs_engine_io(m->engine), o.fault_spec);
@@ -287,6 +300,7 @@ out:
 	if (mounted)
 		tfs_service_stopping();
 	tfs_service_watchdog_stop(watchdog);
+	tfs_kafka_stop(kafka);                  /* its hooks use the notifier */
 	if (mounted)
 		fuse_session_unmount(se);
 	if (m)

@@ -31,6 +31,7 @@ void tfs_opts_init(struct tfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	tfs_engine_config_defaults(&o->engine);
+	tfs_kafka_config_defaults(&o->kafka);
 	o->cache_timeout = DEFAULT_CACHE_TIMEOUT_S;
 	o->scratch_max_bytes = TFS_SCRATCH_DEFAULT_MAX_BYTES;
 	o->scratch_max_files = TFS_SCRATCH_DEFAULT_MAX_FILES;
@@ -201,6 +202,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		return 0;
 	}
+	if (in_list(tfs_kafka_config_names(), name)) {
+		const char *why;
+		if (tfs_kafka_config_set(&o->kafka, name, val, &why) < 0)
+			return bad_value(o, arg, why);
+		return 0;
+	}
 	if (in_list(tfs_cleaner_config_names(), name)) {
 		rc = tfs_cleaner_config_set(&o->engine.cleaner, name, val);
 		if (rc < 0)
@@ -278,6 +285,12 @@ void tfs_opts_usage(const char *prog)
 	       "                           never logged) may hold together (default 64 MiB)\n"
 	       "    -o scratch_max_files=N scratch files alive at once (default 1024)\n"
 	       "    -o fault=SPEC          fail or crash the n-th disk operation (tests)\n"
+	       "    -o listeners=PLAINTEXT://HOST:PORT  serve Kafka's protocol on the same\n"
+	       "                           log (off by default; docs/kafka.md)\n"
+	       "    -o kafka_allow_remote=true  let listeners bind a non-loopback address\n"
+	       "                           without authentication (refused otherwise)\n"
+	       "    -o NAME=VALUE          a Kafka listener setting by its broker name:\n"
+	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);
 	for (const char *const *n = tfs_topic_config_names(); *n; n++)

@@ -5,7 +5,9 @@
  * cleanup.policy=...), cleaner settings by their broker names
  * (log.cleaner.threads=...), partitions=N, io=auto|uring|sync, max_open_files=N,
  * fault=SPEC, ro, cache_timeout=SECONDS, direct_reads, scratch_max_bytes=N,
- * scratch_max_files=N, create_data_dir, no_default_permissions
+ * scratch_max_files=N, create_data_dir, no_default_permissions, the Kafka
+ * listener's settings by their broker names (listeners=..., node.id=...,
+ * kafka/kafka.h)
  * (libfuse's default_permissions is passed on unless that one is given: permission
  * checks are on by default). max_read=N is noted and
  * also left for libfuse (it is a kernel mount option; without one, topicfs adds
@@ -22,12 +24,14 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "kafka/kafka.h"
 
 struct fuse_args;
 
 struct tfs_opts {
 	char *data_dir;                      /* as given (malloc'd); NULL if missing */
 	struct tfs_engine_config engine;     /* data_dir is set by the mount */
+	struct tfs_kafka_config kafka;       /* the listener; off unless listeners= */
 	char *fault_spec;                    /* malloc'd or NULL; armed once mounted */
 	double cache_timeout;                /* seconds the kernel may trust key attrs */
 	bool read_only;

@@ -1,11 +1,13 @@
 #!/bin/bash
 # Installs what is missing, builds topicfs, and mounts a demo log:
-#   data in ${TOPICFS_DATA:-/var/lib/topicfs/demo}, mounted at ${TOPICFS_MNT:-/mnt/topicfs}.
+#   data in ${TOPICFS_DATA:-/var/lib/topicfs/demo}, mounted at ${TOPICFS_MNT:-/mnt/topicfs},
+#   with a Kafka listener on ${TOPICFS_KAFKA:-127.0.0.1:9092} (loopback only).
 # Run as root on Debian 12. Unmount with: umount /mnt/topicfs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${TOPICFS_DATA:-/var/lib/topicfs/demo}
 mnt=${TOPICFS_MNT:-/mnt/topicfs}
+kafka=${TOPICFS_KAFKA:-127.0.0.1:9092}
 
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -15,7 +17,8 @@ mkdir -p "$data" "$mnt"
 if mountpoint -q "$mnt"; then
 	umount "$mnt"
 fi
-build/topicfs -o allow_other "$data" "$mnt"   # permission checks are on by default
+# permission checks are on by default, for the Kafka listener's clients too
+build/topicfs -o "allow_other,listeners=PLAINTEXT://$kafka" "$data" "$mnt"
 
 cd "$mnt"
 [ -d demo ] || mkdir demo
@@ -35,4 +38,6 @@ echo "== getfattr -d -m - demo/0/alice"
 getfattr -d -m - demo/0/alice 2>/dev/null || true
 echo
 echo "Try: echo v > $mnt/demo/0/KEY; cat $mnt/demo/0/KEY; ls $mnt/demo/0/.history"
+echo "Kafka clients: kcat -b $kafka -C -t demo -e    (any local user can connect;"
+echo "  each acts with its own permissions on the topics)"
 echo "Unmount with: umount $mnt"

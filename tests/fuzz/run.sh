@@ -28,7 +28,7 @@ mkdir -p "$artifacts"
 max_len_of() {
 	case $1 in
 	segment|batches) echo 65536 ;;
-	bulk) echo 16384 ;;
+	bulk|kafka) echo 16384 ;;
 	*) echo 4096 ;;
 	esac
 }

@@ -1,0 +1,97 @@
+/* kafka_door.c - the mount's side of the Kafka listener (see kafka_door.h). */
+#include "fs/kafka_door.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "fs/fuse_ll.h"
+#include "fs/inode.h"
+#include "fs/keyname.h"
+#include "fs/mount.h"
+#include "fs/notify.h"
+#include "fs/readcache.h"
+#include "fs/scratch.h"
+#include "io/log.h"
+
+/* Keys a client wrote: their cached attributes go (the .put path's way), and the
+ * names of those a tombstone removed leave the kernel's dentry cache. */
+static void door_records(void *arg, struct tfs_topic *t, int32_t partition,
+                         const struct tfs_append_rec *recs, size_t count)
+{
+	struct tfs_mount *m = arg;
+	struct tfs_node_ident pid = { .kind = TFS_NODE_PARTITION, .topic = t,
+	                              .topic_name = tfs_topic_name(t), .partition = partition };
+	struct tfs_slice *keys = malloc(count * sizeof(*keys));
+	uint64_t *ids = malloc(count * sizeof(*ids));
+	struct tfs_node *pn;
+	size_t nkeys = 0, found;
+
+	if (!keys || !ids) {
+		tfs_log_error("fs", "%s/%d: cannot drop cached keys a client wrote: out of memory",
+		              tfs_topic_name(t), (int)partition);
+		free(keys);
+		free(ids);
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		if (!recs[i].key_null)
+			keys[nkeys++] = recs[i].key;
+	found = tfs_inode_find_keys(m->inodes, t, tfs_topic_name(t), partition, keys, nkeys, ids);
+	for (size_t i = 0; i < found; i++)
+		tfs_notify_inode(m->notifier, ids[i], 0);
+	pn = tfs_inode_find(m->inodes, &pid);
+	if (pn)
+		tfs_notify_inode(m->notifier, pn->nodeid, 1);   /* its listing changed */
+	tfs_notifier_drain(m->notifier);
+	for (size_t i = 0; pn && m->se && i < count; i++) {
+		char name[TFS_KEYNAME_MAX + 1];
+		ssize_t len;
+		if (recs[i].key_null || !recs[i].value_null)
+			continue;
+		len = tfs_keyname_encode(recs[i].key, name, sizeof(name));
+		if (len > 0)
+			fuse_lowlevel_notify_inval_entry(m->se, pn->nodeid, name, (size_t)len);
+	}
+	tfs_inode_put(m->inodes, pn);
+	free(keys);
+	free(ids);
+}
+
+static void door_topic_created(void *arg, const char *name)
+{
+	struct tfs_mount *m = arg;
+
+	(void)name;
+	tfs_notify_inode(m->notifier, FUSE_ROOT_ID, 1);     /* its listing and link count */
+	tfs_notifier_drain(m->notifier);
+}
+
+/* As rmdir does after a deletion, and the kernel forgets the name. */
+static void door_topic_deleted(void *arg, struct tfs_topic *t)
+{
+	struct tfs_mount *m = arg;
+	struct tfs_node_ident id = { .kind = TFS_NODE_TOPIC, .topic = t,
+	                             .topic_name = tfs_topic_name(t), .partition = -1 };
+	struct tfs_node *n = tfs_inode_find(m->inodes, &id);
+	const char *name = tfs_topic_name(t);
+
+	tfs_readcache_forget_topic(m->readcache, t);
+	tfs_scratch_forget_topic(m->scratch, t);
+	if (n)
+		tfs_inode_unhash(m->inodes, n);
+	tfs_inode_put(m->inodes, n);
+	tfs_notify_inode(m->notifier, FUSE_ROOT_ID, 1);
+	tfs_notifier_drain(m->notifier);
+	if (m->se)
+		fuse_lowlevel_notify_inval_entry(m->se, FUSE_ROOT_ID, name, strlen(name));
+}
+
+void tfs_kafka_door_hooks(struct tfs_mount *m, struct tfs_kafka_hooks *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->arg = m;
+	h->records = door_records;
+	h->topic_created = door_topic_created;
+	h->topic_deleted = door_topic_deleted;
+}

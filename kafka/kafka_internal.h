@@ -1,0 +1,168 @@
+/* kafka_internal.h - what the listener's files share: the wire codec (wire.c),
+ * the request handlers (api_*.c), the event loop (server.c), the settings
+ * (config.c) and the access checks (access.c). Not for use outside kafka/. */
+#ifndef TFS_KAFKA_INTERNAL_H
+#define TFS_KAFKA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/plog_fetch.h"
+#include "engine/types.h"
+#include "kafka/kafka.h"
+
+struct tfs_io;
+struct tfs_engine;
+
+#define TFS_KAFKA_CLUSTER_ID_MAX 64
+
+/* ---- config.c ---- */
+/* Parses "PLAINTEXT://HOST:PORT" ("[v6]:PORT" too; HOST may be empty). -EINVAL. */
+int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *port);
+/* Parses meta.properties text: cluster.id (required, 1..63 of [A-Za-z0-9_-]) and
+ * node.id or broker.id (*node_id -1 when absent). -EINVAL with *why. */
+int tfs_kafka_meta_parse(const char *text, char cluster_id[TFS_KAFKA_CLUSTER_ID_MAX],
+                         int32_t *node_id, const char **why);
+/* Reads DATA_DIR/meta.properties, or writes a new one (unless read_only). */
+int tfs_kafka_meta_load(struct tfs_io *io, const char *data_dir, int32_t node_id, bool read_only,
+                        char cluster_id[TFS_KAFKA_CLUSTER_ID_MAX]);
+
+/* ---- wire.c: Kafka's primitive types, bounds-checked ----
+ *
+ * A reader never reads past its buffer: the first short or malformed field sets
+ * bad, and every later read returns zeros, so a handler checks bad once, after
+ * parsing. Counts of arrays are checked against the bytes left (each element
+ * takes at least one byte), so no count can make a handler allocate more than
+ * the request's size. flex: KIP-482 compact encodings and tagged fields. */
+struct kr {
+	const uint8_t *p;
+	size_t len, pos;
+	bool bad;
+	bool flex;
+};
+
+void kr_init(struct kr *r, const void *p, size_t len, bool flex);
+int8_t kr_i8(struct kr *r);
+int16_t kr_i16(struct kr *r);
+int32_t kr_i32(struct kr *r);
+int64_t kr_i64(struct kr *r);
+uint32_t kr_uvarint(struct kr *r);
+/* A (nullable) string: *null set for a null one (NULL allowed: null is bad). */
+struct tfs_slice kr_str(struct kr *r, bool *null);
+/* A classic int16-length nullable string (the request header's client id). */
+struct tfs_slice kr_str16(struct kr *r);
+/* Bytes / records: int32 length (compact: uvarint length + 1); null = *null. */
+struct tfs_slice kr_bytes(struct kr *r, bool *null);
+/* An array count: -1 for null (min_elem: the smallest encoding of one element). */
+int32_t kr_array(struct kr *r, size_t min_elem);
+/* Skips a tagged-field section (flex only; a no-op otherwise). */
+void kr_tags(struct kr *r);
+bool kr_left(const struct kr *r);
+
+/* A response under construction: bytes, and holes where spans of a segment file
+ * go (a Fetch's records leave by sendfile from the file). */
+struct kw_hole {
+	size_t at;                          /* bytes of buf before the span */
+	struct tfs_plog_span span;          /* owns its segment reference */
+};
+
+struct kw {
+	uint8_t *buf;
+	size_t len, cap;
+	bool oom;
+	bool flex;
+	struct kw_hole *holes;
+	size_t nholes, hcap;
+	size_t span_bytes;                  /* the holes' lengths */
+};
+
+void kw_init(struct kw *w);
+void kw_free(struct kw *w);
+void kw_i8(struct kw *w, int8_t v);
+void kw_i16(struct kw *w, int16_t v);
+void kw_i32(struct kw *w, int32_t v);
+void kw_i64(struct kw *w, int64_t v);
+void kw_uvarint(struct kw *w, uint32_t v);
+void kw_str(struct kw *w, const void *s, size_t len);
+void kw_cstr(struct kw *w, const char *s);
+void kw_nullstr(struct kw *w);
+void kw_array(struct kw *w, int32_t n);     /* -1: null */
+void kw_tags(struct kw *w);                 /* an empty tagged-field section (flex) */
+void kw_raw(struct kw *w, const void *p, size_t len);
+size_t kw_mark(const struct kw *w);
+void kw_patch_i32(struct kw *w, size_t at, int32_t v);
+/* Appends a span of a segment file (takes the reference). */
+void kw_span(struct kw *w, struct tfs_plog_span span);
+
+/* ---- access.c: who a connection acts as ---- */
+struct tfs_kafka_peer {
+	bool local;                         /* the uid below is known */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[64];
+	int ngroups;
+};
+/* Fills *p for the connection fd: the Unix user that opened a loopback
+ * connection, asked of the kernel's socket table (sock_diag, as ss(8) does), and
+ * that user's groups; for any other peer, or if the kernel does not say, no
+ * user: only the "others" permission bits apply. */
+void tfs_kafka_peer_identify(int fd, struct tfs_kafka_peer *p);
+/* The kernel's check of mode bits for want (4 read, 2 write, 1 search) on a file
+ * owned by uid/gid: root passes, then owner, group, others bits. */
+bool tfs_kafka_peer_may(const struct tfs_kafka_peer *p, uid_t uid, gid_t gid, mode_t mode,
+                        int want);
+
+/* ---- api.c: requests ---- */
+struct tfs_kafka_ctx {
+	struct tfs_kafka *k;
+	struct tfs_kafka_peer *peer;
+	int16_t api_key, api_version;
+	int32_t correlation_id;
+	struct tfs_slice client_id;
+	int64_t now_ms;                     /* monotonic, of this attempt */
+	int64_t parked_at_ms;               /* first attempt of a parked request */
+	int64_t wake_at_ms;                 /* set with KAFKA_PARK: try again by then */
+};
+
+enum tfs_kafka_verdict {
+	KAFKA_REPLY = 0,                    /* send the response in the writer */
+	KAFKA_NO_REPLY = 1,                 /* acks=0: nothing to send */
+	KAFKA_PARK = 2,                     /* a long poll: try again after a wake-up */
+	KAFKA_CLOSE = -1,                   /* close the connection (Kafka's answer to a
+	                                     * bad frame or an acks=0 error) */
+};
+
+/* Parses the request header of frame (without its size) into ctx and returns
+ * the offset of the body, or -1 for a frame that must close the connection
+ * (too short, unknown key, a version outside the advertised range except for
+ * ApiVersions). *flex: whether the body and response are flexible. */
+int tfs_kafka_parse_header(struct tfs_kafka_ctx *ctx, const uint8_t *frame, size_t len,
+                           bool *flex, bool *resp_flex);
+/* Handles one request: writes the whole response frame (size included) into w. */
+enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t *frame,
+                                        size_t len, struct kw *w);
+/* The listener as the handlers see it (server.c fills it). */
+struct tfs_kafka {
+	struct tfs_engine *engine;          /* borrowed */
+	struct tfs_kafka_config cfg;
+	struct tfs_kafka_hooks hooks;
+	char cluster_id[TFS_KAFKA_CLUSTER_ID_MAX];
+	uid_t root_uid;                     /* the data directory's owner and mode: the */
+	gid_t root_gid;                     /* mount's root, which creating or deleting */
+	mode_t root_mode;                   /* a topic needs write permission on */
+	int listen_fd;
+	uint16_t port;
+	int nloops;
+	struct tfs_kafka_loop *loops;
+	atomic_int parked;                  /* parked fetches of all loops (a wake-up
+	                                     * with none is skipped) */
+	atomic_uint_fast64_t appends;       /* appends seen by the hook: a loop that
+	                                     * parked while one happened looks again */
+};
+/* Wakes parked long polls of every loop (the engine's append hook). */
+void tfs__kafka_wake(struct tfs_kafka *k);
+
+#endif

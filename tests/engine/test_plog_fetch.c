@@ -1,0 +1,272 @@
+/* test_plog_fetch.c - batches as stored for consumers (engine/plog_fetch.h):
+ * which batches a fetch from each offset returns, the byte bound and the first
+ * batch that is whole past it, segments crossed, the watermark's edges, the
+ * bytes of a span as they are in the file, the offset at a timestamp, and the
+ * append hook that wakes long polls.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/batch_codec.h"
+#include "engine/partition_log.h"
+#include "engine/plog_fetch.h"
+#include "io/file_util.h"
+#include "io/log.h"
+#include "tests/t_util.h"
+
+struct fx {
+	struct tfs_io *io;
+	struct tfs_fdcache *fdc;
+	struct tfs_topic_config cfg;
+	char *dir;
+	char path[4096];
+	struct tfs_plog *pl;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct tfs_plog_env env;
+
+	tfs_log_set_level(TFS_LOG_ERROR);
+	f->io = t_io();
+	f->fdc = tfs_fdcache_create(f->io, 64);
+	tfs_topic_config_defaults(&f->cfg);
+	f->dir = t_mkdtemp("fetch");
+	snprintf(f->path, sizeof(f->path), "%s/t-0", f->dir);
+	env = (struct tfs_plog_env){ f->io, f->fdc, &f->cfg, false };
+	assert_int_equal(tfs_plog_open(&env, f->path, true, &f->pl), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	tfs_plog_close(f->pl);
+	tfs_fdcache_destroy(f->fdc);
+	tfs_io_destroy(f->io);
+	t_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Appends count records "k<i>"="v<i>" as one batch; returns its first offset. */
+static tfs_offset_t append(struct tfs_plog *pl, size_t count, int64_t *ts)
+{
+	struct tfs_append_rec r[8];
+	char keys[8][24];
+	tfs_offset_t first;
+
+	assert_true(count <= 8);
+	for (size_t i = 0; i < count; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%zu", i);
+		r[i] = (struct tfs_append_rec){ .key = tfs_slice_make(keys[i], strlen(keys[i])),
+		                                .value = tfs_slice_make("value", 5) };
+	}
+	assert_int_equal(tfs_plog_append(pl, r, count, false, &first, ts), 0);
+	return first;
+}
+
+/* The base offsets of the batches in f's spans, in order. */
+static size_t bases(const struct tfs_plog_fetch *f, tfs_offset_t *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < f->nspans; i++) {
+		uint8_t *buf = malloc(f->span[i].len);
+		size_t pos = 0;
+		assert_int_equal(tfs_plog_span_read(&f->span[i], buf), 0);
+		while (pos < f->span[i].len) {
+			struct tfs_batch_header h;
+			assert_int_equal(tfs_batch_header_decode(buf + pos, f->span[i].len - pos, &h, NULL), 0);
+			assert_int_equal(tfs_batch_check_crc(buf + pos, tfs_batch_size(&h), NULL), 0);
+			assert_true(n < cap);
+			out[n++] = h.base_offset;
+			pos += tfs_batch_size(&h);
+		}
+		assert_int_equal(pos, f->span[i].len);
+		free(buf);
+	}
+	return n;
+}
+
+/* Batches [0,3) [3,4) [4,6): a fetch from any offset starts at the batch that
+ * holds it; from the watermark gets nothing; past it is -ERANGE. */
+static void test_from_inside_a_batch(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_fetch r;
+	tfs_offset_t b[8];
+	static const tfs_offset_t first_of[6] = { 0, 0, 0, 3, 4, 4 };
+
+	append(f->pl, 3, NULL);
+	append(f->pl, 1, NULL);
+	append(f->pl, 2, NULL);
+	for (tfs_offset_t o = 0; o < 6; o++) {
+		assert_int_equal(tfs_plog_fetch(f->pl, o, 1 << 20, true, &r), 0);
+		assert_int_equal(r.high_watermark, 6);
+		assert_int_equal(r.log_start, 0);
+		assert_int_equal(r.next, 6);
+		assert_true(bases(&r, b, 8) >= 1);
+		assert_int_equal(b[0], first_of[o]);
+		tfs_plog_fetch_release(&r);
+	}
+	assert_int_equal(tfs_plog_fetch(f->pl, 6, 1 << 20, true, &r), 0);
+	assert_int_equal(r.nspans, 0);
+	assert_int_equal(r.next, 6);
+	assert_int_equal(tfs_plog_fetch(f->pl, 7, 1 << 20, true, &r), -ERANGE);
+	assert_int_equal(r.nspans, 0);
+	assert_int_equal(r.high_watermark, 6);
+	assert_int_equal(tfs_plog_fetch(f->pl, -1, 1 << 20, true, &r), -ERANGE);
+}
+
+/* The byte bound takes whole batches only; the first is whole past it when
+ * min_one says so, and none is taken otherwise. */
+static void test_byte_bound(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_fetch r;
+	tfs_offset_t b[8];
+	size_t one;
+
+	append(f->pl, 1, NULL);
+	append(f->pl, 1, NULL);
+	append(f->pl, 1, NULL);
+	assert_int_equal(tfs_plog_fetch(f->pl, 0, 1, true, &r), 0);
+	assert_int_equal(bases(&r, b, 8), 1);
+	assert_int_equal(r.next, 1);
+	one = r.bytes;
+	tfs_plog_fetch_release(&r);
+	assert_int_equal(tfs_plog_fetch(f->pl, 0, 1, false, &r), 0);
+	assert_int_equal(r.nspans, 0);
+	assert_int_equal(r.next, 0);
+	assert_int_equal(tfs_plog_fetch(f->pl, 0, 2 * one + one / 2, false, &r), 0);
+	assert_int_equal(bases(&r, b, 8), 2);
+	assert_int_equal(r.bytes, 2 * one);
+	assert_int_equal(r.next, 2);
+	tfs_plog_fetch_release(&r);
+}
+
+/* A fetch crosses rolled segments, a span per segment, and a span's descriptor
+ * reads the same bytes. */
+static void test_across_segments(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_fetch r;
+	tfs_offset_t b[8];
+	uint8_t *via_read, *via_fd;
+	int fd;
+
+	append(f->pl, 2, NULL);
+	assert_int_equal(tfs_plog_roll(f->pl), 0);
+	append(f->pl, 1, NULL);
+	assert_int_equal(tfs_plog_roll(f->pl), 0);
+	append(f->pl, 1, NULL);
+	assert_int_equal(tfs_plog_fetch(f->pl, 1, 1 << 20, true, &r), 0);
+	assert_int_equal(r.nspans, 3);
+	assert_int_equal(bases(&r, b, 8), 3);
+	assert_int_equal(b[0], 0);
+	assert_int_equal(b[1], 2);
+	assert_int_equal(b[2], 3);
+	via_read = malloc(r.span[1].len);
+	via_fd = malloc(r.span[1].len);
+	assert_int_equal(tfs_plog_span_read(&r.span[1], via_read), 0);
+	fd = tfs_plog_span_fd(&r.span[1]);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, via_fd, r.span[1].len, r.span[1].pos), (ssize_t)r.span[1].len);
+	assert_memory_equal(via_read, via_fd, r.span[1].len);
+	close(fd);
+	free(via_read);
+	free(via_fd);
+	tfs_plog_fetch_release(&r);
+	tfs_plog_fetch_release(&r);         /* idempotent */
+}
+
+/* The first record at or after a timestamp; none after the newest. */
+static void test_offset_for_time(void **state)
+{
+	struct fx *f = *state;
+	tfs_offset_t off;
+	int64_t ts0, ts1, got;
+
+	append(f->pl, 2, &ts0);
+	append(f->pl, 1, &ts1);
+	assert_int_equal(tfs_plog_offset_for_time(f->pl, 0, &off, &got), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(got, ts0);
+	assert_int_equal(tfs_plog_offset_for_time(f->pl, ts1, &off, &got), 0);
+	assert_true(off == (ts1 == ts0 ? 0 : 2));
+	assert_int_equal(tfs_plog_offset_for_time(f->pl, ts1 + 1, &off, &got), -ENOENT);
+}
+
+struct hook_seen {
+	struct tfs_plog *pl;
+	int calls;
+	tfs_offset_t end_at_call;       /* what a reader saw from inside the hook */
+};
+
+static void hook(void *arg, struct tfs_plog *pl)
+{
+	struct hook_seen *h = arg;
+	struct tfs_plog_stats st;
+
+	tfs_plog_stats(pl, &st);        /* no partition lock is held: this does not block */
+	h->pl = pl;
+	h->calls++;
+	h->end_at_call = st.log_end_offset;
+}
+
+/* The hook runs once per append, after it is visible, for appends and for a
+ * producer's batch alike. */
+static void test_append_hook(void **state)
+{
+	struct fx *f = *state;
+	struct hook_seen h = { 0 };
+	struct tfs_batch_builder b;
+	struct tfs_batch_params p = { .producer_id = -1, .producer_epoch = -1, .base_sequence = -1 };
+	struct tfs_record_in in = { .key = tfs_slice_make("k", 1), .value = tfs_slice_make("v", 1),
+	                            .timestamp = 1 };
+	const uint8_t *out;
+	uint8_t *batch;
+	size_t len;
+
+	tfs_plog_set_append_hook(f->pl, hook, &h);
+	append(f->pl, 2, NULL);
+	assert_int_equal(h.calls, 1);
+	assert_ptr_equal(h.pl, f->pl);
+	assert_int_equal(h.end_at_call, 2);
+	tfs_batch_builder_init(&b);
+	tfs_batch_builder_reset(&b, &p);
+	assert_int_equal(tfs_batch_builder_add(&b, &in), 0);
+	assert_int_equal(tfs_batch_builder_finish(&b, -1, &out, &len), 0);
+	batch = malloc(len);
+	memcpy(batch, out, len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(h.calls, 2);
+	assert_int_equal(h.end_at_call, 3);
+	free(batch);
+	tfs_batch_builder_release(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_from_inside_a_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_byte_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_across_segments, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offset_for_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_append_hook, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

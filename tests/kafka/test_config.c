@@ -1,0 +1,119 @@
+/* test_config.c - the listener's settings by Kafka's names and the cluster id in
+ * meta.properties (kafka/config.c): what each setting accepts and refuses, the
+ * listener URL forms, meta.properties read, written once and kept, and another
+ * node.id refused without touching the file.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/log.h"
+#include "kafka/kafka_internal.h"
+#include "tests/t_util.h"
+
+static void test_settings(void **state)
+{
+	struct tfs_kafka_config c;
+	const char *why;
+
+	(void)state;
+	tfs_kafka_config_defaults(&c);
+	assert_false(tfs_kafka_config_enabled(&c));
+	assert_int_equal(c.request_max_bytes, 104857600);
+	assert_int_equal(tfs_kafka_config_set(&c, "listeners", "PLAINTEXT://127.0.0.1:9092", &why), 0);
+	assert_true(tfs_kafka_config_enabled(&c));
+	assert_string_equal(c.listener_host, "127.0.0.1");
+	assert_int_equal(c.listener_port, 9092);
+	assert_int_equal(tfs_kafka_config_set(&c, "listeners", "PLAINTEXT://[::1]:1", &why), 0);
+	assert_string_equal(c.listener_host, "::1");
+	assert_int_equal(tfs_kafka_config_set(&c, "listeners", "PLAINTEXT://:0", &why), 0);
+	assert_string_equal(c.listener_host, "");
+	for (const char *const *bad = (const char *const[]){ "SASL_PLAINTEXT://h:1", "PLAINTEXT://h",
+	                                                      "PLAINTEXT://h:65536", "PLAINTEXT://h:x",
+	                                                      "PLAINTEXT://[::1:1", NULL };
+	     *bad; bad++)
+		assert_int_equal(tfs_kafka_config_set(&c, "listeners", *bad, &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "advertised.listeners", "PLAINTEXT://:9092", &why),
+	                 -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "node.id", "-1", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "node.id", "7", &why), 0);
+	assert_int_equal(c.node_id, 7);
+	assert_int_equal(tfs_kafka_config_set(&c, "socket.request.max.bytes", "1023", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "num.partitions", "0", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "num.network.threads", "65", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "auto.create.topics.enable", "false", &why), 0);
+	assert_false(c.auto_create_topics);
+	assert_int_equal(tfs_kafka_config_set(&c, "kafka_allow_remote", "yes", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "log.dirs", "/x", &why), -ENOENT);
+}
+
+static void test_meta_parse(void **state)
+{
+	char id[TFS_KAFKA_CLUSTER_ID_MAX];
+	const char *why;
+	int32_t node;
+
+	(void)state;
+	assert_int_equal(tfs_kafka_meta_parse("#c\nversion=1\ncluster.id=abc-_1\r\nnode.id=3\n", id,
+	                                      &node, &why), 0);
+	assert_string_equal(id, "abc-_1");
+	assert_int_equal(node, 3);
+	assert_int_equal(tfs_kafka_meta_parse("version=0\ncluster.id=x\nbroker.id=5", id, &node, &why), 0);
+	assert_int_equal(node, 5);
+	assert_int_equal(tfs_kafka_meta_parse("cluster.id=x", id, &node, &why), 0);
+	assert_int_equal(node, -1);
+	assert_int_equal(tfs_kafka_meta_parse("node.id=1\n", id, &node, &why), -EINVAL);
+	assert_int_equal(tfs_kafka_meta_parse("cluster.id=a b\n", id, &node, &why), -EINVAL);
+	assert_int_equal(tfs_kafka_meta_parse("cluster.id=\n", id, &node, &why), -EINVAL);
+	assert_int_equal(tfs_kafka_meta_parse("cluster.id=x\nnode.id=x\n", id, &node, &why), -EINVAL);
+	assert_int_equal(tfs_kafka_meta_parse("cluster.id=0123456789012345678901234567890123456789"
+	                                      "012345678901234567890123\n", id, &node, &why), -EINVAL);
+}
+
+static void test_meta_load(void **state)
+{
+	struct tfs_io *io = t_io();
+	char *dir = t_mkdtemp("kmeta"), path[4096], id[TFS_KAFKA_CLUSTER_ID_MAX], again[TFS_KAFKA_CLUSTER_ID_MAX];
+	uint8_t *before, *after;
+	long n1, n2;
+
+	(void)state;
+	tfs_log_set_level(TFS_LOG_ERROR + 1);
+	snprintf(path, sizeof(path), "%s/meta.properties", dir);
+	assert_int_equal(tfs_kafka_meta_load(io, dir, 2, true, id), 0);   /* read-only: no file */
+	assert_int_equal(t_file_size(path), -1);
+	assert_int_equal(tfs_kafka_meta_load(io, dir, 2, false, id), 0);
+	assert_int_equal(strlen(id), 22);
+	n1 = t_read_file(path, &before);
+	assert_true(n1 > 0);
+	assert_int_equal(tfs_kafka_meta_load(io, dir, 2, false, again), 0);
+	assert_string_equal(id, again);
+	assert_int_equal(tfs_kafka_meta_load(io, dir, 3, false, again), -EINVAL);
+	n2 = t_read_file(path, &after);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(before, after, (size_t)n1);
+	free(before);
+	free(after);
+	t_write_file(path, "garbage\n", 8);
+	assert_int_equal(tfs_kafka_meta_load(io, dir, 2, false, again), -EINVAL);
+	tfs_io_destroy(io);
+	t_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_settings),
+		cmocka_unit_test(test_meta_parse),
+		cmocka_unit_test(test_meta_load),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
