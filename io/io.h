@@ -15,6 +15,8 @@
  * Every operation that changes the disk (write, fsync, rename, unlink, truncate,
  * directory fsync, create) goes through here, so a fault spec can fail or crash the
  * n-th one: that is how the crash suite moves the crash point one step at a time.
+ * A directory counts as a file: mkdirat is a create, rmdir (tfs_io_unlinkat with
+ * AT_REMOVEDIR, as tfs_dir_remove_tree does it) an unlink.
  *
  * Threads: every function may be called from any thread concurrently.
  * Errors: 0 / a byte count, or a negative errno captured right after the call.

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -432,6 +433,55 @@ static void unlinks_later_are_inline_under_a_fault_spec(void **state)
 	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
 }
 
+/* dir/a/{f0,f1,sub/{f2}} and a link to outside, as a tree to remove. */
+static void make_tree(struct fixture *f, const char *outside)
+{
+	char p[4200];
+
+	assert_int_equal(mkdirat(f->dirfd, "a", 0755), 0);
+	assert_int_equal(mkdirat(f->dirfd, "a/sub", 0755), 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/a/%sf%d", f->dir, i == 2 ? "sub/" : "", i);
+		assert_int_equal(t_write_file(p, "x", 1), 0);
+	}
+	assert_int_equal(symlinkat(outside, f->dirfd, "a/link"), 0);
+}
+
+/* A tree goes one unlink at a time through io (so sweeps see every step), a link
+ * in it is removed, not followed, and a failing unlink leaves the rest for a
+ * second call, which finishes. */
+static void a_tree_is_removed_through_io_one_unlink_at_a_time(void **state)
+{
+	struct fixture *f = *state;
+	char outside[4200];
+	uint64_t ops;
+
+	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	snprintf(outside + strlen(outside), sizeof(outside) - strlen(outside), "/keep");
+	assert_int_equal(t_write_file(outside, "k", 1), 0);
+	*strrchr(outside, '/') = '\0';
+	make_tree(f, outside);
+
+	assert_int_equal(tfs_io_set_fault(f->io, "unlink:3:EIO"), 0);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), -EIO);
+	assert_int_equal(faccessat(f->dirfd, "a", F_OK, 0), 0);
+	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
+	ops = tfs_io_op_count(f->io);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), 0);
+	assert_true(tfs_io_op_count(f->io) > ops);
+	assert_int_equal(faccessat(f->dirfd, "a", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(faccessat(f->dirfd, "outside/keep", F_OK, 0), 0);
+
+	/* each entry is one operation: 4 names and 2 directories */
+	make_tree(f, outside);
+	ops = tfs_io_op_count(f->io);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), 0);
+	assert_int_equal(tfs_io_op_count(f->io) - ops, 6);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), -ENOENT);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "outside/keep"), -ENOTDIR);
+}
+
 /* A child forked after the thread started has no such thread: its deferred
  * unlinks run inline instead of waiting in a queue nobody serves. */
 static void a_forked_child_unlinks_inline(void **state)
@@ -488,6 +538,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(unlinks_later_are_done_by_the_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(destroy_finishes_the_queued_unlinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(unlinks_later_are_inline_under_a_fault_spec, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_tree_is_removed_through_io_one_unlink_at_a_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_forked_child_unlinks_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(backend_kinds_parse_and_report, setup, teardown),
 	};
