@@ -352,7 +352,7 @@ static int delete_dir_name(char *buf, size_t cap, const char *topic, int32_t p)
 /* Removes a partition directory (absolute path) and its files through io/, so
  * that the fault and crash suites see each step. Whatever a failure leaves is
  * removed at the next open: a "-delete" directory always, an uncommitted one
- * once it holds no log. */
+ * once it holds no record. */
 static void remove_partition_dir(struct tfs_engine *e, const char *path)
 {
 	int rc = tfs_dir_remove_tree(e->io, AT_FDCWD, path);
@@ -708,15 +708,20 @@ static bool parse_partition_dir(const char *name, char *topic, size_t cap, int32
 	return tfs_topic_name_valid(topic);
 }
 
-static bool dir_has_logs(const char *path)
+/* Whether a partition directory holds a record: a log file that is not empty. A
+ * creation makes its segment files empty and writes nothing before its commit
+ * point, so a directory without a config and without a record is one that never
+ * committed, however far it got (docs/format.md). */
+static bool dir_has_records(const char *path)
 {
 	DIR *d = opendir(path);
 	struct dirent *de;
+	struct stat st;
 	bool any = false;
 
-	while (d && (de = readdir(d)))
-		if (strstr(de->d_name, ".log"))
-			any = true;
+	while (d && !any && (de = readdir(d)))
+		if (strstr(de->d_name, ".log") && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			any = st.st_size > 0;
 	if (d)
 		closedir(d);
 	return any;
@@ -761,8 +766,14 @@ static int load_configs(struct tfs_engine *e)
 		struct tfs_topic *t;
 		if (!tfs_topic_name_valid(de->d_name) || strchr(de->d_name, '.') == de->d_name)
 			continue;
-		if (strlen(de->d_name) > 4 && !strcmp(de->d_name + strlen(de->d_name) - 4, ".tmp"))
-			continue;           /* a replace that did not finish; the next one redoes it */
+		if (strlen(de->d_name) > 4 && !strcmp(de->d_name + strlen(de->d_name) - 4, ".tmp")) {
+			/* a replace that did not finish: the file it replaced (if any)
+			 * stands whole, so the copy goes */
+			if (!e->cfg.read_only && tfs_io_unlinkat(e->io, e->cfgfd, de->d_name, 0) == 0)
+				tfs_log_info("engine", "removed %s/%s/%s left by an unfinished write",
+				             e->data_dir, CONFIG_DIR, de->d_name);
+			continue;
+		}
 		t = open_topic_entry(e, de->d_name);
 		if (!t) {
 			rc = -ENOMEM;
@@ -895,7 +906,7 @@ static int load_topics(struct tfs_engine *e)
 			bool any = false;
 			for (int32_t p = 0; p < want; p++) {
 				partition_path(path, sizeof(path), e, t->name, p);
-				any |= dir_has_logs(path);
+				any |= dir_has_records(path);
 			}
 			if (!any) {
 				for (int32_t p = 0; p < want && !e->cfg.read_only; p++) {
