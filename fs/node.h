@@ -116,16 +116,6 @@ const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind);
 
 /* ---- shared helpers (node.c) ---------------------------------------------- */
 
-/* The engine's upper bound of one record's encoded size in a batch of several
- * is key + value + this (partition_log.c record_bytes: Kafka's 21-byte record
- * overhead + 3 varints); the fs uses it to split a large .put write into units
- * that each fit max.message.bytes with the 61-byte batch header. Whether one
- * record fits alone is Kafka's exact rule, tfs_plog_value_max. */
-#define TFS_RECORD_BOUND_OVERHEAD 36
-/* The fewest bytes a record adds to key + value: its length, attributes, two
- * deltas, two lengths and the header count, one byte each. */
-#define TFS_RECORD_MIN_OVERHEAD 7
-
 /* At least the key + value bytes any single record may have under
  * max_message_bytes (a bound for buffers; tfs_plog_value_max decides). */
 static inline size_t tfs_record_payload_max(int32_t max_message_bytes)
