@@ -154,10 +154,6 @@ int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
                                struct tfs_cleaner_partition_info *out);
 /* Shorthands for single attributes; same errors. buf gets a NUL-terminated line
  * (truncated to cap), "" when there is none. */
-int tfs_cleaner_dirty_ratio(struct tfs_cleaner *c, struct tfs_plog *pl, double *out);
-int tfs_cleaner_first_dirty_offset(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t *out);
-int tfs_cleaner_first_uncleanable_offset(struct tfs_cleaner *c, struct tfs_plog *pl,
-                                         tfs_offset_t *out);
 int tfs_cleaner_last_clean(struct tfs_cleaner *c, struct tfs_plog *pl, char *buf, size_t cap);
 int tfs_cleaner_uncleanable_reason(struct tfs_cleaner *c, struct tfs_plog *pl, char *buf,
                                    size_t cap);

@@ -247,9 +247,8 @@ struct tfs__ckpt_entry {
  * malloc'd (free with tfs__ckpt_free). -ENOENT if missing, TFS_ECORRUPT (logged) if
  * malformed: wrong version, count mismatch, bad line. */
 int tfs__ckpt_read(struct tfs_io *io, int dirfd, struct tfs__ckpt_entry **out, size_t *n);
-/* Writes the whole file atomically (tfs_file_replace). */
-int tfs__ckpt_write(struct tfs_io *io, int dirfd, const struct tfs__ckpt_entry *e, size_t n);
-/* Formats / parses without I/O (for tests). Format returns a malloc'd string. */
+/* Formats / parses without I/O. Format returns a malloc'd string, which the
+ * manager writes with tfs_file_replace once it has let go of its lock. */
 char *tfs__ckpt_format(const struct tfs__ckpt_entry *e, size_t n, size_t *len);
 int tfs__ckpt_parse(const char *text, size_t len, struct tfs__ckpt_entry **out, size_t *n);
 void tfs__ckpt_free(struct tfs__ckpt_entry *e, size_t n);

@@ -1142,37 +1142,6 @@ out:
 	return rc;
 }
 
-int tfs_cleaner_dirty_ratio(struct tfs_cleaner *c, struct tfs_plog *pl, double *out)
-{
-	struct tfs_cleaner_partition_info info;
-	int rc = tfs_cleaner_partition_info(c, pl, &info);
-
-	if (rc == 0)
-		*out = info.dirty_ratio;
-	return rc;
-}
-
-int tfs_cleaner_first_dirty_offset(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t *out)
-{
-	struct tfs_cleaner_partition_info info;
-	int rc = tfs_cleaner_partition_info(c, pl, &info);
-
-	if (rc == 0)
-		*out = info.first_dirty_offset;
-	return rc;
-}
-
-int tfs_cleaner_first_uncleanable_offset(struct tfs_cleaner *c, struct tfs_plog *pl,
-                                         tfs_offset_t *out)
-{
-	struct tfs_cleaner_partition_info info;
-	int rc = tfs_cleaner_partition_info(c, pl, &info);
-
-	if (rc == 0)
-		*out = info.first_uncleanable_offset;
-	return rc;
-}
-
 /* Copies one of the part's lines without touching the partition log. */
 static int copy_line(struct tfs_cleaner *c, struct tfs_plog *pl, bool reason, char *buf, size_t cap)
 {
