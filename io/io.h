@@ -68,6 +68,9 @@ enum tfs_io_kind tfs_io_kind_from_env(void);
 int tfs_io_set_fault(struct tfs_io *io, const char *spec);
 /* Number of mutating operations done so far (all kinds), for crash-point sweeps. */
 uint64_t tfs_io_op_count(const struct tfs_io *io);
+/* Of those, the fsyncs and fdatasyncs (of files and directories): what a test of
+ * durability counts. */
+uint64_t tfs_io_fsync_count(const struct tfs_io *io);
 
 /* Reads up to len bytes at off; returns the bytes read (fewer only at end of file)
  * or -errno. */

@@ -433,6 +433,26 @@ static void unlinks_later_are_inline_under_a_fault_spec(void **state)
 	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
 }
 
+/* The fsync count counts fsyncs of files and directories, and a durable write's,
+ * and nothing else. */
+static void fsyncs_are_counted_apart(void **state)
+{
+	struct fixture *f = *state;
+	int fd = tfs_io_openat(f->io, f->dirfd, "s", O_RDWR | O_CREAT, 0644);
+	uint64_t fs = tfs_io_fsync_count(f->io), ops = tfs_io_op_count(f->io);
+	struct iovec iov = { "x", 1 };
+
+	assert_true(fd >= 0);
+	assert_int_equal(tfs_io_write(f->io, fd, "a", 1, 0), 0);
+	assert_int_equal(tfs_io_fsync_count(f->io), fs);
+	assert_int_equal(tfs_io_fsync(f->io, fd, true), 0);
+	assert_int_equal(tfs_io_fsync_dir(f->io, f->dirfd), 0);
+	assert_int_equal(tfs_io_writev(f->io, fd, &iov, 1, 1, true), 0);
+	assert_int_equal(tfs_io_fsync_count(f->io), fs + 3);
+	assert_int_equal(tfs_io_op_count(f->io), ops + 5);
+	close(fd);
+}
+
 /* dir/a/{f0,f1,sub/{f2}} and a link to outside, as a tree to remove. */
 static void make_tree(struct fixture *f, const char *outside)
 {
@@ -539,6 +559,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(destroy_finishes_the_queued_unlinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(unlinks_later_are_inline_under_a_fault_spec, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_tree_is_removed_through_io_one_unlink_at_a_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(fsyncs_are_counted_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_forked_child_unlinks_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(backend_kinds_parse_and_report, setup, teardown),
 	};
