@@ -299,4 +299,18 @@ int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len);
  * retention (default tfs_now_ms). Set before start. */
 void tfs_cleaner_set_clock(struct tfs_cleaner *c, int64_t (*now_ms)(void *arg), void *arg);
 
+/* Tests only: events of the cleaner's threads, for a test to sequence itself on
+ * instead of sleeping. Each is called on the thread concerned, selected without a
+ * lock, throttled holding the throttler's: neither may block or call the
+ * cleaner (post a semaphore, count). NULL members are left out. Set before start;
+ * the hooks are copied. */
+struct tfs_cleaner_hooks {
+	/* a cleaner thread's round of selection ended; found: it took a partition */
+	void (*selected)(void *arg, bool found);
+	/* the throttler begins to put a pass to sleep (the pass is mid-flight) */
+	void (*throttled)(void *arg);
+	void *arg;
+};
+void tfs_cleaner_set_hooks(struct tfs_cleaner *c, const struct tfs_cleaner_hooks *hooks);
+
 #endif

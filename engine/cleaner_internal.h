@@ -282,6 +282,8 @@ struct tfs__throttler {
 	atomic_int_fast64_t total;     /* every byte seen (the io meter) */
 	atomic_int_fast64_t slept_ms;
 	bool stopping;
+	void (*on_sleep)(void *arg);   /* tests: a sleep begins (tfs_cleaner_hooks) */
+	void *on_sleep_arg;
 };
 
 void tfs__throttler_init(struct tfs__throttler *t, double rate);

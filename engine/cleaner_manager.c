@@ -121,6 +121,7 @@ struct tfs_cleaner {
 	struct tfs__cleaner_log log;
 	int64_t (*now_fn)(void *);
 	void *now_arg;
+	struct tfs_cleaner_hooks hooks;      /* tests only; set before start */
 };
 
 static int64_t default_now(void *arg)
@@ -143,6 +144,13 @@ void tfs_cleaner_set_clock(struct tfs_cleaner *c, int64_t (*now_ms)(void *arg), 
 {
 	c->now_fn = now_ms ? now_ms : default_now;
 	c->now_arg = arg;
+}
+
+void tfs_cleaner_set_hooks(struct tfs_cleaner *c, const struct tfs_cleaner_hooks *hooks)
+{
+	c->hooks = *hooks;
+	c->thr.on_sleep = hooks->throttled;
+	c->thr.on_sleep_arg = hooks->arg;
 }
 
 static void format_time(int64_t ms, char *buf, size_t cap)
@@ -1025,6 +1033,8 @@ static void *thread_main(void *arg)
 		pthread_mutex_unlock(&c->lock);
 
 		p = grab_filthiest(c, s);
+		if (c->hooks.selected)
+			c->hooks.selected(c->hooks.arg, p != NULL);
 		if (p) {
 			int rc = run_pass(c, s, p);
 			if (rc == 0) {

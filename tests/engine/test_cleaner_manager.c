@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -275,6 +277,15 @@ static void an_uncleanable_log_is_skipped_and_the_others_go_on(void **state)
 	close_two(f, &t);
 }
 
+static sem_t idle_rounds;
+
+static void count_idle_round(void *arg, bool found)
+{
+	(void)arg;
+	if (!found)
+		sem_post(&idle_rounds);
+}
+
 /* testMaxLogCompactionLag: with min.cleanable.dirty.ratio 1 nothing is cleaned
  * until the oldest dirty segment passes max.compaction.lag.ms. */
 static void max_compaction_lag_cleans_a_log_below_the_ratio(void **state)
@@ -289,14 +300,20 @@ static void max_compaction_lag_cleans_a_log_below_the_ratio(void **state)
 	fx_open(f);
 	write_dups_to(f->pl, 4, 3);
 	f->now = tfs_now_ms();
+	assert_int_equal(sem_init(&idle_rounds, 0, 0), 0);
+	tfs_cleaner_set_hooks(f->c, &(struct tfs_cleaner_hooks){ .selected = count_idle_round });
 	assert_int_equal(tfs_cleaner_start(f->c), 0);
-	usleep(300 * 1000);                          /* several selections */
+	for (int i = 0; i < 3; i++)                  /* three selections that took nothing */
+		while (sem_wait(&idle_rounds) != 0)
+			assert_int_equal(errno, EINTR);
 	assert_int_equal(checkpoint_of(f->c, f->pl), 0);
 	__atomic_store_n(&f->now, f->now + 2 * 3600 * 1000, __ATOMIC_RELAXED);
 	assert_true(wait_checkpoint(f->c, f->pl, 12));
 	assert_int_equal(tfs_cleaner_metrics(f->c, &m, &len), 0);
 	assert_non_null(strstr(m, "topicfs_cleaner_max_compaction_delay_secs "));
 	free(m);
+	tfs_cleaner_stop(f->c);            /* no hook runs past the semaphore's life */
+	sem_destroy(&idle_rounds);
 }
 
 /* clean_now runs on a cleaner thread when threads run; with threads stopped it
