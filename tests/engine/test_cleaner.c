@@ -792,18 +792,10 @@ static void unregister_aborts_a_pass_and_waits_for_it(void **state)
 	struct bg_clean b = { f, 1 };
 	struct fx_digest before;
 	pthread_t t;
-	char v[512];
 
 	f->ccfg.io_max_bytes_per_second = 64 * 1024;    /* slow enough to catch mid-pass */
 	fx_open(f);
-	memset(v, 'v', sizeof(v) - 1);
-	v[sizeof(v) - 1] = '\0';
-	for (int i = 0; i < 400; i++) {
-		char k[16];
-		snprintf(k, sizeof(k), "k%d", i % 50);
-		fx_put(f, k, v);
-	}
-	fx_roll(f);
+	fx_put_filled(f, 400, 50, 511, 'v');
 	before = fx_log_digest(f->pl);
 	/* the throttler's first check finds the pass far over the rate and puts it
 	 * to sleep for seconds: that is where the partition goes */

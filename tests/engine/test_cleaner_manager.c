@@ -417,7 +417,6 @@ static void the_cleaner_log_has_a_line_per_pass(void **state)
 static void the_throttler_holds_the_io_rate(void **state)
 {
 	struct fx *f = *state;
-	char v[1024];
 	struct timespec t0, t1;
 	int64_t ms, io;
 	char *m = NULL;
@@ -425,14 +424,7 @@ static void the_throttler_holds_the_io_rate(void **state)
 
 	f->ccfg.io_max_bytes_per_second = 256 * 1024;
 	fx_open(f);
-	memset(v, 'x', sizeof(v) - 1);
-	v[sizeof(v) - 1] = '\0';
-	for (int i = 0; i < 300; i++) {
-		char k[16];
-		snprintf(k, sizeof(k), "k%d", i % 40);
-		fx_put(f, k, v);
-	}
-	fx_roll(f);
+	fx_put_filled(f, 300, 40, 1023, 'x');
 	usleep(400 * 1000);       /* start past the throttler's first period */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(fx_clean(f), 0);

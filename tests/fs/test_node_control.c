@@ -187,11 +187,12 @@ static void append_lines_become_keyless_records(void **state)
 
 int main(void)
 {
+#define ON_A_FRESH_TOPIC(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(put_lines_become_keyed_records, setup, teardown),
-		cmocka_unit_test_setup_teardown(a_partial_line_waits_for_its_rest, setup, teardown),
-		cmocka_unit_test_setup_teardown(a_bad_line_refuses_the_whole_write, setup, teardown),
-		cmocka_unit_test_setup_teardown(append_lines_become_keyless_records, setup, teardown),
+		ON_A_FRESH_TOPIC(put_lines_become_keyed_records),
+		ON_A_FRESH_TOPIC(a_partial_line_waits_for_its_rest),
+		ON_A_FRESH_TOPIC(a_bad_line_refuses_the_whole_write),
+		ON_A_FRESH_TOPIC(append_lines_become_keyless_records),
 	};
 	return cmocka_run_group_tests_name("node_control", tests, NULL, NULL);
 }

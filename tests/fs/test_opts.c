@@ -51,22 +51,25 @@ static void release(struct parsed *p)
 	fuse_opt_free_args(&p->args);
 }
 
-/* Whether libfuse's argument list holds "-o..." with opt among its options. */
+/* Whether libfuse's argument list holds opt among the options of a "-o": every
+ * -o's list is joined, with commas around, and ",opt," looked for. */
 static bool left_for_fuse(const struct fuse_args *args, const char *opt)
 {
+	char joined[4096] = ",", want[256];
+	size_t n = 1;
+
 	for (int i = 1; i < args->argc; i++) {
 		const char *s = args->argv[i];
-		if (!strcmp(s, "-o") && i + 1 < args->argc)
-			s = args->argv[++i];
-		else if (!strncmp(s, "-o", 2))
-			s += 2;
-		else
+		if (strncmp(s, "-o", 2) != 0)
 			continue;
-		for (const char *at = strstr(s, opt); at; at = strstr(at + 1, opt))
-			if ((at == s || at[-1] == ',') && (at[strlen(opt)] == ',' || !at[strlen(opt)]))
-				return true;
+		if (!s[2] && i + 1 == args->argc)
+			break;
+		n += (size_t)snprintf(joined + n, sizeof(joined) - n, "%s,",
+		                      s[2] ? s + 2 : args->argv[++i]);
+		assert_true(n < sizeof(joined));
 	}
-	return false;
+	snprintf(want, sizeof(want), ",%s,", opt);
+	return strstr(joined, want) != NULL;
 }
 
 static void defaults_are_secure_and_positional_args_stay(void **state)
