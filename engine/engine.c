@@ -748,6 +748,20 @@ static struct tfs_topic *open_topic_entry(struct tfs_engine *e, const char *name
 	return t;
 }
 
+/* Whether topics/<name> is the temporary file of a config write that did not
+ * finish ("<topic>.tmp", tfs_file_replace), not the config of a topic whose own
+ * name ends in ".tmp" (whose partition 0 directory is there). */
+static bool is_stale_tmp(const struct tfs_engine *e, const char *name)
+{
+	size_t n = strlen(name);
+	char part0[FILE_NAME_MAX + 8];
+
+	if (n <= 4 || strcmp(name + n - 4, ".tmp") != 0)
+		return false;
+	snprintf(part0, sizeof(part0), "%s-0", name);
+	return faccessat(e->dirfd, part0, F_OK, AT_SYMLINK_NOFOLLOW) < 0;
+}
+
 /* Reads DATA_DIR/topics/: one file per committed topic. */
 static int load_configs(struct tfs_engine *e)
 {
@@ -766,7 +780,7 @@ static int load_configs(struct tfs_engine *e)
 		struct tfs_topic *t;
 		if (!tfs_topic_name_valid(de->d_name) || strchr(de->d_name, '.') == de->d_name)
 			continue;
-		if (strlen(de->d_name) > 4 && !strcmp(de->d_name + strlen(de->d_name) - 4, ".tmp")) {
+		if (is_stale_tmp(e, de->d_name)) {
 			/* a replace that did not finish: the file it replaced (if any)
 			 * stands whole, so the copy goes */
 			if (!e->cfg.read_only && tfs_io_unlinkat(e->io, e->cfgfd, de->d_name, 0) == 0)

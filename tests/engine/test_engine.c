@@ -493,6 +493,33 @@ static void a_full_disk_under_creation_or_deletion_leaves_whole_or_gone(void **s
 	sweep_enospc(f, false);
 }
 
+/* "<topic>.tmp" in topics/ is a config write that did not finish, except when it
+ * is the config of a topic named so: that one loads (its owner and mode stand),
+ * and a stale "<topic>.tmp" of it goes. */
+static void a_topic_named_like_a_temporary_file_keeps_its_config(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic_meta m;
+	struct tfs_topic *t;
+	char p[4200];
+
+	topic_with_key(f, "logs.tmp", 2, 1000, 0700, 1, "v");
+	snprintf(p, sizeof(p), "%s/topics/logs.tmp.tmp", f->dir);
+	assert_int_equal(t_write_file(p, "half", 4), 0);
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "logs.tmp");
+	assert_non_null(t);
+	assert_false(tfs_topic_config_refused(t));
+	tfs_topic_get_meta(t, &m);
+	assert_int_equal(m.uid, 1000);
+	assert_int_equal(m.mode, 0700);
+	assert_int_equal(tfs_topic_partition_count(t), 2);
+	tfs_topic_unref(t);
+	assert_int_equal(access(p, F_OK), -1);
+	snprintf(p, sizeof(p), "%s/topics/logs.tmp", f->dir);
+	assert_int_equal(access(p, F_OK), 0);
+}
+
 /* Regression (issue 11): a config file that did not load gave the topic the
  * default owner and mode (publishing a private topic) and the next change
  * overwrote the file. Now the file stays byte for byte, the topic reads but
@@ -713,6 +740,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_deletion_killed_at_any_step_is_whole_or_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_creation_killed_at_any_step_is_whole_or_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_full_disk_under_creation_or_deletion_leaves_whole_or_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_topic_named_like_a_temporary_file_keeps_its_config, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_garbage_config_file_leaves_its_topic_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_missing_data_directory_is_enoent_unless_asked_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
