@@ -55,6 +55,17 @@
 #define TFS_BATCH_LOG_OVERHEAD 12   /* base offset + length, not counted in length */
 #define TFS_BATCH_MAGIC 2
 #define TFS_BATCH_CRC_START 21      /* the CRC covers [21, 12 + length) */
+/* Upper bound of one record's encoded size in a batch: key + value +
+ * TFS_RECORD_BOUND_OVERHEAD, + TFS_RECORD_HEADER_BOUND_OVERHEAD + its key and value
+ * per header. The overhead is Kafka's MAX_RECORD_OVERHEAD (21) and three varints of
+ * TFS_VARINT_MAX_BYTES (key length, value length, header count). What the partition
+ * log reserves for an append; the mount splits a large .put by it. */
+#define TFS_VARINT_MAX_BYTES 5
+#define TFS_RECORD_BOUND_OVERHEAD (21 + 3 * TFS_VARINT_MAX_BYTES)
+#define TFS_RECORD_HEADER_BOUND_OVERHEAD (2 * TFS_VARINT_MAX_BYTES)
+/* The fewest bytes a record adds to key + value: its length, attributes, two
+ * deltas, two lengths and the header count, one byte each. */
+#define TFS_RECORD_MIN_OVERHEAD 7
 
 enum {
 	TFS_ATTR_CODEC_MASK = 0x07,

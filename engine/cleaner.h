@@ -154,10 +154,6 @@ int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
                                struct tfs_cleaner_partition_info *out);
 /* Shorthands for single attributes; same errors. buf gets a NUL-terminated line
  * (truncated to cap), "" when there is none. */
-int tfs_cleaner_dirty_ratio(struct tfs_cleaner *c, struct tfs_plog *pl, double *out);
-int tfs_cleaner_first_dirty_offset(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t *out);
-int tfs_cleaner_first_uncleanable_offset(struct tfs_cleaner *c, struct tfs_plog *pl,
-                                         tfs_offset_t *out);
 int tfs_cleaner_last_clean(struct tfs_cleaner *c, struct tfs_plog *pl, char *buf, size_t cap);
 int tfs_cleaner_uncleanable_reason(struct tfs_cleaner *c, struct tfs_plog *pl, char *buf,
                                    size_t cap);
@@ -302,5 +298,19 @@ int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len);
 /* Tests only: the wall clock the cleaner uses for selection, horizons, lags and
  * retention (default tfs_now_ms). Set before start. */
 void tfs_cleaner_set_clock(struct tfs_cleaner *c, int64_t (*now_ms)(void *arg), void *arg);
+
+/* Tests only: events of the cleaner's threads, for a test to sequence itself on
+ * instead of sleeping. Each is called on the thread concerned, selected without a
+ * lock, throttled holding the throttler's: neither may block or call the
+ * cleaner (post a semaphore, count). NULL members are left out. Set before start;
+ * the hooks are copied. */
+struct tfs_cleaner_hooks {
+	/* a cleaner thread's round of selection ended; found: it took a partition */
+	void (*selected)(void *arg, bool found);
+	/* the throttler begins to put a pass to sleep (the pass is mid-flight) */
+	void (*throttled)(void *arg);
+	void *arg;
+};
+void tfs_cleaner_set_hooks(struct tfs_cleaner *c, const struct tfs_cleaner_hooks *hooks);
 
 #endif

@@ -186,16 +186,3 @@ int tfs__ckpt_read(struct tfs_io *io, int dirfd, struct tfs__ckpt_entry **out, s
 	free(text);
 	return rc;
 }
-
-int tfs__ckpt_write(struct tfs_io *io, int dirfd, const struct tfs__ckpt_entry *e, size_t n)
-{
-	size_t len = 0;
-	char *text = tfs__ckpt_format(e, n, &len);
-	int rc;
-
-	if (!text)
-		return -ENOMEM;
-	rc = tfs_file_replace(io, dirfd, TFS_CHECKPOINT_FILE, text, len);
-	free(text);
-	return rc;
-}

@@ -247,9 +247,8 @@ struct tfs__ckpt_entry {
  * malloc'd (free with tfs__ckpt_free). -ENOENT if missing, TFS_ECORRUPT (logged) if
  * malformed: wrong version, count mismatch, bad line. */
 int tfs__ckpt_read(struct tfs_io *io, int dirfd, struct tfs__ckpt_entry **out, size_t *n);
-/* Writes the whole file atomically (tfs_file_replace). */
-int tfs__ckpt_write(struct tfs_io *io, int dirfd, const struct tfs__ckpt_entry *e, size_t n);
-/* Formats / parses without I/O (for tests). Format returns a malloc'd string. */
+/* Formats / parses without I/O. Format returns a malloc'd string, which the
+ * manager writes with tfs_file_replace once it has let go of its lock. */
 char *tfs__ckpt_format(const struct tfs__ckpt_entry *e, size_t n, size_t *len);
 int tfs__ckpt_parse(const char *text, size_t len, struct tfs__ckpt_entry **out, size_t *n);
 void tfs__ckpt_free(struct tfs__ckpt_entry *e, size_t n);
@@ -283,6 +282,8 @@ struct tfs__throttler {
 	atomic_int_fast64_t total;     /* every byte seen (the io meter) */
 	atomic_int_fast64_t slept_ms;
 	bool stopping;
+	void (*on_sleep)(void *arg);   /* tests: a sleep begins (tfs_cleaner_hooks) */
+	void *on_sleep_arg;
 };
 
 void tfs__throttler_init(struct tfs__throttler *t, double rate);

@@ -181,6 +181,8 @@ void tfs__throttle(struct tfs__throttler *t, int64_t bytes, const atomic_bool *a
 			int64_t sleep_ms = llround((double)t->observed / (t->rate / MS_PER_S)) - elapsed;
 			if (sleep_ms > 0) {
 				int64_t until = now + sleep_ms, left;
+				if (t->on_sleep)
+					t->on_sleep(t->on_sleep_arg);
 				while (!t->stopping && !(abort && atomic_load(abort)) &&
 				       (left = until - tfs_mono_ms()) > 0) {
 					struct timespec ts;

@@ -121,6 +121,7 @@ struct tfs_cleaner {
 	struct tfs__cleaner_log log;
 	int64_t (*now_fn)(void *);
 	void *now_arg;
+	struct tfs_cleaner_hooks hooks;      /* tests only; set before start */
 };
 
 static int64_t default_now(void *arg)
@@ -143,6 +144,13 @@ void tfs_cleaner_set_clock(struct tfs_cleaner *c, int64_t (*now_ms)(void *arg), 
 {
 	c->now_fn = now_ms ? now_ms : default_now;
 	c->now_arg = arg;
+}
+
+void tfs_cleaner_set_hooks(struct tfs_cleaner *c, const struct tfs_cleaner_hooks *hooks)
+{
+	c->hooks = *hooks;
+	c->thr.on_sleep = hooks->throttled;
+	c->thr.on_sleep_arg = hooks->arg;
 }
 
 static void format_time(int64_t ms, char *buf, size_t cap)
@@ -1025,6 +1033,8 @@ static void *thread_main(void *arg)
 		pthread_mutex_unlock(&c->lock);
 
 		p = grab_filthiest(c, s);
+		if (c->hooks.selected)
+			c->hooks.selected(c->hooks.arg, p != NULL);
 		if (p) {
 			int rc = run_pass(c, s, p);
 			if (rc == 0) {
@@ -1139,37 +1149,6 @@ int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
 	out->dirty_bytes = lc.cleanable_bytes;
 out:
 	tfs__seglist_put(l);
-	return rc;
-}
-
-int tfs_cleaner_dirty_ratio(struct tfs_cleaner *c, struct tfs_plog *pl, double *out)
-{
-	struct tfs_cleaner_partition_info info;
-	int rc = tfs_cleaner_partition_info(c, pl, &info);
-
-	if (rc == 0)
-		*out = info.dirty_ratio;
-	return rc;
-}
-
-int tfs_cleaner_first_dirty_offset(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_offset_t *out)
-{
-	struct tfs_cleaner_partition_info info;
-	int rc = tfs_cleaner_partition_info(c, pl, &info);
-
-	if (rc == 0)
-		*out = info.first_dirty_offset;
-	return rc;
-}
-
-int tfs_cleaner_first_uncleanable_offset(struct tfs_cleaner *c, struct tfs_plog *pl,
-                                         tfs_offset_t *out)
-{
-	struct tfs_cleaner_partition_info info;
-	int rc = tfs_cleaner_partition_info(c, pl, &info);
-
-	if (rc == 0)
-		*out = info.first_uncleanable_offset;
 	return rc;
 }
 

@@ -19,7 +19,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,6 +44,7 @@
 #define FDCACHE_LIMIT_SHARE_PERCENT 75
 #define FDCACHE_MIN_OPEN 16
 #define DEFAULT_TOPIC_MODE 0755
+#define DATA_DIR_MODE 0755          /* the data directory and topics/ */
 #define REFUSED_TOPIC_MODE 0500      /* its real mode is unknown: the owner only */
 #define PATH_CAP 4096
 #define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
@@ -378,17 +378,17 @@ static int delete_dir_name(char *buf, size_t cap, const char *topic, int32_t p)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+/* Removes a partition directory (absolute path) and its files through io/, so
+ * that the fault and crash suites see each step. Whatever a failure leaves is
+ * removed at the next open: a "-delete" directory always, an uncommitted one
+ * once it holds no record. */
+static void remove_partition_dir(struct tfs_engine *e, const char *path)
 {
-	(void)st; (void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path) < 0 ? -1 : 0;
-	return unlink(path) < 0 ? -1 : 0;
-}
+	int rc = tfs_dir_remove_tree(e->io, AT_FDCWD, path);
 
-static int rmtree(const char *path)
-{
-	return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0;
+	if (rc < 0 && rc != -ENOENT)
+		tfs_log_warn("engine", "cannot remove %s: %s; tried again at the next open", path,
+		             tfs_strerror(rc));
 }
 
 int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
@@ -447,7 +447,7 @@ out:
 		for (int32_t i = 0; i < t->nparts; i++) {
 			tfs_plog_close(t->parts[i]);
 			partition_path(path, sizeof(path), e, name, i);
-			rmtree(path);
+			remove_partition_dir(e, path);
 		}
 		t->nparts = 0;
 		topic_free(t);
@@ -566,7 +566,7 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 		if (!renamed[i])
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", e->data_dir, doomed[i]);
-		rmtree(path);
+		remove_partition_dir(e, path);
 	}
 	free(doomed);
 	free(renamed);
@@ -737,15 +737,20 @@ static bool parse_partition_dir(const char *name, char *topic, size_t cap, int32
 	return tfs_topic_name_valid(topic);
 }
 
-static bool dir_has_logs(const char *path)
+/* Whether a partition directory holds a record: a log file that is not empty. A
+ * creation makes its segment files empty and writes nothing before its commit
+ * point, so a directory without a config and without a record is one that never
+ * committed, however far it got (docs/format.md). */
+static bool dir_has_records(const char *path)
 {
 	DIR *d = opendir(path);
 	struct dirent *de;
+	struct stat st;
 	bool any = false;
 
-	while (d && (de = readdir(d)))
-		if (strstr(de->d_name, ".log"))
-			any = true;
+	while (d && !any && (de = readdir(d)))
+		if (strstr(de->d_name, ".log") && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			any = st.st_size > 0;
 	if (d)
 		closedir(d);
 	return any;
@@ -772,6 +777,20 @@ static struct tfs_topic *open_topic_entry(struct tfs_engine *e, const char *name
 	return t;
 }
 
+/* Whether topics/<name> is the temporary file of a config write that did not
+ * finish ("<topic>.tmp", tfs_file_replace), not the config of a topic whose own
+ * name ends in ".tmp" (whose partition 0 directory is there). */
+static bool is_stale_tmp(const struct tfs_engine *e, const char *name)
+{
+	size_t n = strlen(name);
+	char part0[FILE_NAME_MAX + 8];
+
+	if (n <= 4 || strcmp(name + n - 4, ".tmp") != 0)
+		return false;
+	snprintf(part0, sizeof(part0), "%s-0", name);
+	return faccessat(e->dirfd, part0, F_OK, AT_SYMLINK_NOFOLLOW) < 0;
+}
+
 /* Reads DATA_DIR/topics/: one file per committed topic. */
 static int load_configs(struct tfs_engine *e)
 {
@@ -790,8 +809,14 @@ static int load_configs(struct tfs_engine *e)
 		struct tfs_topic *t;
 		if (!tfs_topic_name_valid(de->d_name) || strchr(de->d_name, '.') == de->d_name)
 			continue;
-		if (strlen(de->d_name) > 4 && !strcmp(de->d_name + strlen(de->d_name) - 4, ".tmp"))
-			continue;           /* a replace that did not finish; the next one redoes it */
+		if (is_stale_tmp(e, de->d_name)) {
+			/* a replace that did not finish: the file it replaced (if any)
+			 * stands whole, so the copy goes */
+			if (!e->cfg.read_only && tfs_io_unlinkat(e->io, e->cfgfd, de->d_name, 0) == 0)
+				tfs_log_info("engine", "removed %s/%s/%s left by an unfinished write",
+				             e->data_dir, CONFIG_DIR, de->d_name);
+			continue;
+		}
 		t = open_topic_entry(e, de->d_name);
 		if (!t) {
 			rc = -ENOMEM;
@@ -877,7 +902,7 @@ static int load_topics(struct tfs_engine *e)
 		if (is_deleted_dir(de->d_name) && !e->cfg.read_only) {
 			snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
 			tfs_log_info("engine", "removing %s left by a topic deletion", path);
-			rmtree(path);
+			remove_partition_dir(e, path);
 			continue;
 		}
 		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
@@ -895,7 +920,7 @@ static int load_topics(struct tfs_engine *e)
 					snprintf(path, sizeof(path), "%s/%s", e->data_dir, de->d_name);
 					tfs_log_info("engine", "removing %s: its topic %s was being deleted",
 					             path, topic);
-					rmtree(path);
+					remove_partition_dir(e, path);
 				}
 				continue;
 			}
@@ -924,12 +949,12 @@ static int load_topics(struct tfs_engine *e)
 			bool any = false;
 			for (int32_t p = 0; p < want; p++) {
 				partition_path(path, sizeof(path), e, t->name, p);
-				any |= dir_has_logs(path);
+				any |= dir_has_records(path);
 			}
 			if (!any) {
 				for (int32_t p = 0; p < want && !e->cfg.read_only; p++) {
 					partition_path(path, sizeof(path), e, t->name, p);
-					rmtree(path);
+					remove_partition_dir(e, path);
 				}
 				tfs_log_info("engine", "removed uncommitted topic %s", t->name);
 				t->nparts = 0;
@@ -1064,15 +1089,29 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	pthread_rwlock_init(&e->hook_lock, NULL);
 	pthread_mutex_init(&e->stop_lock, NULL);
 	pthread_cond_init(&e->stop_cond, NULL);
+	/* first, so that every change to the disk, the directories made here too,
+	 * goes through it */
+	rc = tfs_io_create(cfg->io_kind, &e->io);
+	if (rc < 0) {
+		tfs_log_error("engine", "cannot start the %s io backend: %s",
+		              tfs_io_kind_name(cfg->io_kind), tfs_strerror(rc));
+		goto fail;
+	}
+	if (cfg->fault_spec && (rc = tfs_io_set_fault(e->io, cfg->fault_spec)) < 0) {
+		tfs_log_error("engine", "bad fault spec \"%s\"", cfg->fault_spec);
+		goto fail;
+	}
 	e->data_dir = realpath(cfg->data_dir, NULL);
-	if (!e->data_dir && errno == ENOENT && cfg->create_data_dir && !cfg->read_only) {
-		if (mkdir(cfg->data_dir, 0755) == 0) {
+	rc = e->data_dir ? 0 : -errno;
+	if (rc == -ENOENT && cfg->create_data_dir && !cfg->read_only) {
+		rc = tfs_io_mkdirat(e->io, AT_FDCWD, cfg->data_dir, DATA_DIR_MODE);
+		if (rc == 0) {
 			tfs_log_info("engine", "created data directory %s", cfg->data_dir);
 			e->data_dir = realpath(cfg->data_dir, NULL);
+			rc = e->data_dir ? 0 : -errno;
 		}
 	}
-	if (!e->data_dir) {
-		rc = -errno;
+	if (rc < 0) {
 		if (rc == -ENOENT && !cfg->create_data_dir)
 			tfs_log_error("engine", "data directory %s does not exist: create it, or ask "
 			              "for it with create_data_dir", cfg->data_dir);
@@ -1091,23 +1130,14 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	}
 	if (!cfg->read_only && (rc = check_writable(e)) < 0)
 		goto fail;
-	if (!cfg->read_only && mkdirat(e->dirfd, CONFIG_DIR, 0755) < 0 && errno != EEXIST) {
-		rc = -errno;
+	if (!cfg->read_only && (rc = tfs_io_mkdirat(e->io, e->dirfd, CONFIG_DIR, DATA_DIR_MODE)) < 0 &&
+	    rc != -EEXIST) {
 		tfs_log_error("engine", "cannot create %s/%s: %s", e->data_dir, CONFIG_DIR,
 		              tfs_strerror(rc));
 		goto fail;
 	}
+	rc = 0;
 	e->cfgfd = openat(e->dirfd, CONFIG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	rc = tfs_io_create(cfg->io_kind, &e->io);
-	if (rc < 0) {
-		tfs_log_error("engine", "cannot start the %s io backend: %s",
-		              tfs_io_kind_name(cfg->io_kind), tfs_strerror(rc));
-		goto fail;
-	}
-	if (cfg->fault_spec && (rc = tfs_io_set_fault(e->io, cfg->fault_spec)) < 0) {
-		tfs_log_error("engine", "bad fault spec \"%s\"", cfg->fault_spec);
-		goto fail;
-	}
 	e->fdcache = tfs_fdcache_create(e->io, fdcache_bound(cfg->max_open_files));
 	if (!e->fdcache) {
 		rc = -ENOMEM;

@@ -376,53 +376,57 @@ out:
 	return rc;
 }
 
-int tfs_inspect_read_index(struct tfs_io *io, const char *path, struct tfs_index_entry **out,
-                           size_t *count, size_t *tail_bytes)
+static void decode_index_entry(const uint8_t *raw, void *out)
 {
-	uint8_t *raw;
-	struct tfs_index_entry *e;
-	int rc = read_entries(io, path, TFS_INDEX_ENTRY_BYTES, &raw, count, tail_bytes);
+	struct tfs_index_entry *e = out;
+	e->rel_offset = get_be32(raw);
+	e->pos = get_be32(raw + 4);
+}
+
+static void decode_timeindex_entry(const uint8_t *raw, void *out)
+{
+	struct tfs_timeindex_entry *e = out;
+	e->timestamp = get_be64(raw);
+	e->rel_offset = get_be32(raw + 8);
+}
+
+/* read_entries, each entry of entry_bytes decoded into an array of elem_size
+ * elements (malloc'd into *out). */
+static int read_decoded(struct tfs_io *io, const char *path, size_t entry_bytes, size_t elem_size,
+                        void (*decode)(const uint8_t *raw, void *out), void **out, size_t *count,
+                        size_t *tail_bytes)
+{
+	uint8_t *raw, *e;
+	int rc = read_entries(io, path, entry_bytes, &raw, count, tail_bytes);
 
 	*out = NULL;
 	if (rc < 0)
 		return rc;
-	e = malloc((*count ? *count : 1) * sizeof(*e));
+	e = malloc((*count ? *count : 1) * elem_size);
 	if (!e) {
 		free(raw);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < *count; i++) {
-		e[i].rel_offset = get_be32(raw + i * TFS_INDEX_ENTRY_BYTES);
-		e[i].pos = get_be32(raw + i * TFS_INDEX_ENTRY_BYTES + 4);
-	}
+	for (size_t i = 0; i < *count; i++)
+		decode(raw + i * entry_bytes, e + i * elem_size);
 	free(raw);
 	*out = e;
 	return 0;
+}
+
+int tfs_inspect_read_index(struct tfs_io *io, const char *path, struct tfs_index_entry **out,
+                           size_t *count, size_t *tail_bytes)
+{
+	return read_decoded(io, path, TFS_INDEX_ENTRY_BYTES, sizeof(**out), decode_index_entry,
+	                    (void **)out, count, tail_bytes);
 }
 
 int tfs_inspect_read_timeindex(struct tfs_io *io, const char *path,
                                struct tfs_timeindex_entry **out, size_t *count,
                                size_t *tail_bytes)
 {
-	uint8_t *raw;
-	struct tfs_timeindex_entry *e;
-	int rc = read_entries(io, path, TFS_TIMEINDEX_ENTRY_BYTES, &raw, count, tail_bytes);
-
-	*out = NULL;
-	if (rc < 0)
-		return rc;
-	e = malloc((*count ? *count : 1) * sizeof(*e));
-	if (!e) {
-		free(raw);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < *count; i++) {
-		e[i].timestamp = get_be64(raw + i * TFS_TIMEINDEX_ENTRY_BYTES);
-		e[i].rel_offset = get_be32(raw + i * TFS_TIMEINDEX_ENTRY_BYTES + 8);
-	}
-	free(raw);
-	*out = e;
-	return 0;
+	return read_decoded(io, path, TFS_TIMEINDEX_ENTRY_BYTES, sizeof(**out),
+	                    decode_timeindex_entry, (void **)out, count, tail_bytes);
 }
 
 int tfs_inspect_parse_checkpoint(const char *text, size_t len,

@@ -271,14 +271,13 @@ const char *tfs_plog_path(const struct tfs_plog *pl)
 
 /* ---- appends ---- */
 
-/* Upper bound of one record's encoded size (Kafka's MAX_RECORD_OVERHEAD is 21). */
+/* Upper bound of one record's encoded size (batch_codec.h). */
 static size_t record_bytes(const struct tfs_append_rec *r)
 {
-	enum { RECORD_OVERHEAD = 21, VARINT_MAX = 5 };
-	size_t n = RECORD_OVERHEAD + VARINT_MAX * 3 + r->key.len + r->value.len;
+	size_t n = TFS_RECORD_BOUND_OVERHEAD + r->key.len + r->value.len;
 
 	for (uint32_t i = 0; i < r->header_count; i++)
-		n += VARINT_MAX * 2 + r->headers[i].key.len + r->headers[i].value.len;
+		n += TFS_RECORD_HEADER_BOUND_OVERHEAD + r->headers[i].key.len + r->headers[i].value.len;
 	return n;
 }
 

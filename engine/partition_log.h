@@ -226,9 +226,6 @@ struct tfs_plog_damage {
 /* Copies the regions of the current segments, in log order, into out[0, cap)
  * and returns how many there are (0: the log reads whole). */
 size_t tfs_plog_damage(struct tfs_plog *pl, struct tfs_plog_damage *out, size_t cap);
-/* Keys whose newest readable record is below this offset may be stale and read
- * TFS_EDAMAGED; 0 when the partition opened undamaged. */
-tfs_offset_t tfs_plog_stale_below(const struct tfs_plog *pl);
 
 struct tfs_plog_stats {
 	tfs_offset_t log_start_offset;

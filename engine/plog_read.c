@@ -401,11 +401,6 @@ size_t tfs_plog_damage(struct tfs_plog *pl, struct tfs_plog_damage *out, size_t 
 	return n;
 }
 
-tfs_offset_t tfs_plog_stale_below(const struct tfs_plog *pl)
-{
-	return pl->stale_below;
-}
-
 void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
 {
 	struct tfs_seglist *l;

@@ -10,7 +10,6 @@ const char *tfs_strerror(int err)
 	case TFS_ECORRUPT: return "corrupt data";
 	case TFS_EUNSUPPORTED: return "unsupported record format";
 	case TFS_ESEQUENCE: return "out-of-order producer sequence";
-	case TFS_EUNCLEANABLE: return "partition is uncleanable";
 	case TFS_EFENCED: return "producer epoch fenced";
 	case TFS_EREADONLY: return "read-only";
 	case TFS_EDAMAGED: return "may be stale: the log is damaged";

@@ -40,7 +40,6 @@ enum {
 	TFS_ECORRUPT = -4097,      /* on-disk data fails a length, varint or CRC check */
 	TFS_EUNSUPPORTED = -4098,  /* valid Kafka data this build cannot read (magic < 2, gzip...) */
 	TFS_ESEQUENCE = -4099,     /* producer sequence out of order */
-	TFS_EUNCLEANABLE = -4100,  /* the cleaner gave up on this partition */
 	TFS_EFENCED = -4101,       /* producer epoch is older than the current one */
 	TFS_EREADONLY = -4102,     /* the partition or data directory is read-only */
 	TFS_EDAMAGED = -4103,      /* the answer may lie in an unreadable region of a sealed

@@ -24,8 +24,6 @@ int tfs_errno(int err, const char *what)
 		return EPROTO;
 	case TFS_EFENCED:
 		return EPERM;
-	case TFS_EUNCLEANABLE:
-		return EIO;
 	case TFS_EDAMAGED:
 		return EIO;                     /* logged once, when the partition opened */
 	default:

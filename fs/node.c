@@ -253,6 +253,30 @@ static uint64_t parent_ino(const struct tfs_node *dir)
 	return tfs_inode_ident_hash(&id);
 }
 
+int tfs_dir_add_entry(fuse_req_t req, struct tfs_mount *m, char *buf, size_t size, size_t *used,
+                      bool plus, const struct tfs_node_ident *id, mode_t mode, const char *name,
+                      off_t next)
+{
+	size_t room = size - *used, len;
+
+	if (plus) {
+		struct fuse_entry_param e;
+		/* sized first: an entry that does not fit counts no lookup */
+		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > room)
+			return 0;
+		if (tfs_make_entry(m, id, &e, NULL) < 0)
+			return -1;
+		len = fuse_add_direntry_plus(req, buf + *used, room, name, &e, next);
+	} else {
+		struct stat st = { .st_ino = tfs_inode_ident_hash(id), .st_mode = mode & S_IFMT };
+		len = fuse_add_direntry(req, buf + *used, room, name, &st, next);
+		if (len > room)
+			return 0;
+	}
+	*used += len;
+	return 1;
+}
+
 size_t tfs_dir_add_dots(fuse_req_t req, char *buf, size_t size, off_t *off, bool plus,
                         const struct tfs_node *dir)
 {

@@ -116,16 +116,6 @@ const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind);
 
 /* ---- shared helpers (node.c) ---------------------------------------------- */
 
-/* The engine's upper bound of one record's encoded size in a batch of several
- * is key + value + this (partition_log.c record_bytes: Kafka's 21-byte record
- * overhead + 3 varints); the fs uses it to split a large .put write into units
- * that each fit max.message.bytes with the 61-byte batch header. Whether one
- * record fits alone is Kafka's exact rule, tfs_plog_value_max. */
-#define TFS_RECORD_BOUND_OVERHEAD 36
-/* The fewest bytes a record adds to key + value: its length, attributes, two
- * deltas, two lengths and the header count, one byte each. */
-#define TFS_RECORD_MIN_OVERHEAD 7
-
 /* At least the key + value bytes any single record may have under
  * max_message_bytes (a bound for buffers; tfs_plog_value_max decides). */
 static inline size_t tfs_record_payload_max(int32_t max_message_bytes)
@@ -171,6 +161,14 @@ void tfs_topic_owner(struct tfs_node *n, uid_t *uid, gid_t *gid, mode_t *mode);
  * in buf, and advances *off. */
 size_t tfs_dir_add_dots(fuse_req_t req, char *buf, size_t size, off_t *off, bool plus,
                         const struct tfs_node *dir);
+/* Adds the entry name (cookie next) of the node id to buf[*used, size): with
+ * plus, the node's full entry (tfs_make_entry: one lookup counted); else its
+ * inode number and the file type of mode. Returns 1 when added (*used grows), 0
+ * when it does not fit (the listing ends there, nothing counted), -1 when the
+ * node cannot be made (it went away since the listing began: skip it). */
+int tfs_dir_add_entry(fuse_req_t req, struct tfs_mount *m, char *buf, size_t size, size_t *used,
+                      bool plus, const struct tfs_node_ident *id, mode_t mode, const char *name,
+                      off_t next);
 
 /* chmod/chown/utimens on a topic or partition directory: mode and owner persist
  * in the topic (partitions and keys share them); times are accepted and ignored.

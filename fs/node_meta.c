@@ -277,22 +277,10 @@ static void meta_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 	     i < META_COUNT; i++) {
 		struct tfs_node_ident id = { .kind = TFS_NODE_META_FILE, .partition = -1, .num = i };
 		off_t next = i + TFS_DIR_FIRST;
-		size_t len;
 
-		if (plus) {
-			struct fuse_entry_param e;
-			if (fuse_add_direntry_plus(req, NULL, 0, meta_names[i], NULL, 0) > size - used)
-				break;
-			if (tfs_make_entry(m, &id, &e, NULL) < 0)
-				continue;
-			len = fuse_add_direntry_plus(req, buf + used, size - used, meta_names[i], &e, next);
-		} else {
-			struct stat st = { .st_ino = tfs_inode_ident_hash(&id), .st_mode = S_IFREG };
-			len = fuse_add_direntry(req, buf + used, size - used, meta_names[i], &st, next);
-			if (len > size - used)
-				break;
-		}
-		used += len;
+		if (tfs_dir_add_entry(req, m, buf, size, &used, plus, &id, S_IFREG, meta_names[i],
+		                      next) == 0)
+			break;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);

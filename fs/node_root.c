@@ -185,35 +185,19 @@ static void root_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *d
 	     i < d->count && off >= TFS_DIR_FIRST - 1; i++) {
 		const char *name = d->names[i];
 		off_t next = (off_t)(i + TFS_DIR_FIRST);
-		size_t len;
+		struct tfs_node_ident id = { .kind = TFS_NODE_TOPIC, .partition = -1,
+		                             .topic_name = name };
+		struct tfs_topic *t = NULL;
+		int added;
 
-		if (plus) {
-			struct tfs_node_ident id = { .kind = TFS_NODE_TOPIC, .partition = -1 };
-			struct fuse_entry_param e;
-			struct tfs_topic *t;
-
-			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size - used)
-				break;
-			t = tfs_engine_topic_get(m->engine, name);
-			if (!t)
-				continue;                 /* deleted since the snapshot */
-			id.topic = t;
-			id.topic_name = name;
-			if (tfs_make_entry(m, &id, &e, NULL) < 0) {
-				tfs_topic_unref(t);
-				continue;
-			}
-			tfs_topic_unref(t);
-			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
-		} else {
-			struct tfs_node_ident id = { .kind = TFS_NODE_TOPIC, .partition = -1,
-			                             .topic_name = name };
-			struct stat st = { .st_ino = tfs_inode_ident_hash(&id), .st_mode = S_IFDIR };
-			len = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
-			if (len > size - used)
-				break;
-		}
-		used += len;
+		/* a full entry needs the topic itself; the inode number its name only */
+		if (plus && !(t = tfs_engine_topic_get(m->engine, name)))
+			continue;                 /* deleted since the snapshot */
+		id.topic = t;
+		added = tfs_dir_add_entry(req, m, buf, size, &used, plus, &id, S_IFDIR, name, next);
+		tfs_topic_unref(t);
+		if (added == 0)
+			break;
 	}
 	pthread_mutex_unlock(&d->lock);
 	fuse_reply_buf(req, buf, used);

@@ -155,25 +155,12 @@ static void topic_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *
 	     p++) {
 		struct tfs_node_ident id;
 		off_t next = (off_t)p + TFS_DIR_FIRST;
-		size_t len;
 
 		snprintf(name, sizeof(name), "%" PRId64, p);
 		tfs_child_ident(dir, TFS_NODE_PARTITION, 0, tfs_slice_make(NULL, 0), &id);
 		id.partition = (int32_t)p;
-		if (plus) {
-			struct fuse_entry_param e;
-			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size - used)
-				break;
-			if (tfs_make_entry(m, &id, &e, NULL) < 0)
-				continue;
-			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
-		} else {
-			struct stat st = { .st_ino = tfs_inode_ident_hash(&id), .st_mode = S_IFDIR };
-			len = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
-			if (len > size - used)
-				break;
-		}
-		used += len;
+		if (tfs_dir_add_entry(req, m, buf, size, &used, plus, &id, S_IFDIR, name, next) == 0)
+			break;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);

@@ -13,6 +13,9 @@
 
 #define TMP_SUFFIX ".tmp"
 #define FILE_MODE 0644
+/* Levels below the top that tfs_dir_remove_tree descends: a partition directory
+ * has none, so a deeper tree is not one of ours. */
+#define REMOVE_TREE_DEPTH 8
 
 int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len)
 {
@@ -99,6 +102,64 @@ DIR *tfs_dir_stream(int dirfd)
 	}
 	rewinddir(d);        /* a dup shares its position with the original */
 	return d;
+}
+
+static bool is_dir(int dirfd, const struct dirent *de)
+{
+	struct stat st;
+
+	if (de->d_type != DT_UNKNOWN)
+		return de->d_type == DT_DIR;
+	return fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Empties the directory open as fd (taken: closed here), depth levels at most
+ * below it: one io operation per name. Returns the first error; goes on past it. */
+static int empty_dir(struct tfs_io *io, int fd, int depth)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		int r = 0, sub;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!is_dir(dirfd(d), de)) {
+			r = tfs_io_unlinkat(io, dirfd(d), de->d_name, 0);
+		} else if (depth == 0) {
+			r = -ELOOP;
+		} else if ((sub = openat(dirfd(d), de->d_name,
+		                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			r = -errno;
+		} else {
+			r = empty_dir(io, sub, depth - 1);
+			if (r == 0)
+				r = tfs_io_unlinkat(io, dirfd(d), de->d_name, AT_REMOVEDIR);
+		}
+		if (r < 0 && r != -ENOENT && rc == 0)
+			rc = r;
+	}
+	closedir(d);
+	return rc;
+}
+
+int tfs_dir_remove_tree(struct tfs_io *io, int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = empty_dir(io, fd, REMOVE_TREE_DEPTH);
+	if (rc == 0)
+		rc = tfs_io_unlinkat(io, dirfd, name, AT_REMOVEDIR);
+	return rc;
 }
 
 /* The cache: a mutex, a count of open fds, and an LRU list of open, unpinned

@@ -2,6 +2,8 @@
  *
  * Owns: the fd cache owns every fd it opened; nothing else owns anything.
  *
+ * tfs_dir_remove_tree removes a directory tree one io operation at a time.
+ *
  * tfs_file_replace is the one crash-safe way to replace a small file: write
  * "<name>.tmp", fsync it, rename over <name>, fsync the directory. A crash at any
  * step leaves either the old or the new file whole (plus maybe a stale .tmp, which
@@ -48,6 +50,14 @@ int tfs_file_read_all(struct tfs_io *io, int dirfd, const char *name, size_t max
  * caller owns it, closedir(). NULL with errno set, the dup's EMFILE included (a
  * bare fdopendir(dup(fd)) would turn it into EBADF). */
 DIR *tfs_dir_stream(int dirfd);
+
+/* Removes dirfd/name (AT_FDCWD and an absolute name allowed) and everything in
+ * it, every unlink and rmdir through io (so fault specs and crash sweeps see each
+ * one). Symbolic links are removed, never followed. Goes on past a failure and
+ * returns the first (a name already gone is no failure): what stays is left for
+ * the caller to try again. -ENOTDIR if name is not a directory, -ELOOP for a tree
+ * deeper than partition directories ever are. */
+int tfs_dir_remove_tree(struct tfs_io *io, int dirfd, const char *name);
 
 struct tfs_fdcache;
 

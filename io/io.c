@@ -171,6 +171,11 @@ uint64_t tfs_io_op_count(const struct tfs_io *io)
 	return atomic_load_explicit(&((struct tfs_io *)io)->op_count, memory_order_relaxed);
 }
 
+uint64_t tfs_io_fsync_count(const struct tfs_io *io)
+{
+	return atomic_load_explicit(&((struct tfs_io *)io)->fsync_count, memory_order_relaxed);
+}
+
 /* Returns 0 to go on, a negative errno to fail the operation, or TFS__FAULT_TORN
  * for a write that must do half its bytes and then crash. Crashes do not return. */
 static int fault_gate(struct tfs_io *io, unsigned op)
@@ -178,6 +183,8 @@ static int fault_gate(struct tfs_io *io, unsigned op)
 	uint64_t seen;
 
 	atomic_fetch_add_explicit(&io->op_count, 1, memory_order_relaxed);
+	if (op == TFS_IO_OP_FSYNC)
+		atomic_fetch_add_explicit(&io->fsync_count, 1, memory_order_relaxed);
 	if (!(io->fault_ops & op))
 		return 0;
 	seen = atomic_fetch_add(&io->fault_seen, 1) + 1;

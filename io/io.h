@@ -15,6 +15,8 @@
  * Every operation that changes the disk (write, fsync, rename, unlink, truncate,
  * directory fsync, create) goes through here, so a fault spec can fail or crash the
  * n-th one: that is how the crash suite moves the crash point one step at a time.
+ * A directory counts as a file: mkdirat is a create, rmdir (tfs_io_unlinkat with
+ * AT_REMOVEDIR, as tfs_dir_remove_tree does it) an unlink.
  *
  * Threads: every function may be called from any thread concurrently.
  * Errors: 0 / a byte count, or a negative errno captured right after the call.
@@ -66,6 +68,9 @@ enum tfs_io_kind tfs_io_kind_from_env(void);
 int tfs_io_set_fault(struct tfs_io *io, const char *spec);
 /* Number of mutating operations done so far (all kinds), for crash-point sweeps. */
 uint64_t tfs_io_op_count(const struct tfs_io *io);
+/* Of those, the fsyncs and fdatasyncs (of files and directories): what a test of
+ * durability counts. */
+uint64_t tfs_io_fsync_count(const struct tfs_io *io);
 
 /* Reads up to len bytes at off; returns the bytes read (fewer only at end of file)
  * or -errno. */

@@ -24,6 +24,7 @@ struct tfs_io {
 	int fault_action;               /* > 0 errno to return; FAULT_CRASH; FAULT_TORN */
 	atomic_uint_fast64_t fault_seen;  /* matching ops so far */
 	atomic_uint_fast64_t op_count;    /* all mutating ops so far */
+	atomic_uint_fast64_t fsync_count; /* of which fsyncs (files and directories) */
 	/* tfs_io_unlink_later (unlink_later.c): a FIFO of paths and its thread */
 	pthread_mutex_t later_lock;       /* guards the fields below */
 	pthread_cond_t later_work;        /* a path was queued, or stop */

@@ -131,6 +131,25 @@ FX_UNUSED static tfs_offset_t fx_put(struct fx *f, const char *key, const char *
 	return fx_put_to(f->pl, key, value);
 }
 
+/* count records over keys "k0".."k<keys-1>" in turn, each value value_bytes of
+ * fill, then a roll: a sealed log that a pass has value_bytes x count to read. */
+FX_UNUSED static void fx_put_filled(struct fx *f, int count, int keys, size_t value_bytes,
+                                    char fill)
+{
+	char *v = malloc(value_bytes + 1);
+
+	assert_non_null(v);
+	memset(v, fill, value_bytes);
+	v[value_bytes] = '\0';
+	for (int i = 0; i < count; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%d", i % keys);
+		assert_true(fx_put_to(f->pl, k, v) >= 0);
+	}
+	free(v);
+	assert_int_equal(tfs_plog_roll(f->pl), 0);
+}
+
 FX_UNUSED static void fx_roll(struct fx *f)
 {
 	assert_int_equal(tfs_plog_roll(f->pl), 0);

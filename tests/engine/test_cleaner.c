@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -767,6 +769,14 @@ struct bg_clean {
 	int rc;
 };
 
+static sem_t throttled;
+
+static void post_throttled(void *arg)
+{
+	(void)arg;
+	sem_post(&throttled);
+}
+
 static void *bg_clean_main(void *arg)
 {
 	struct bg_clean *b = arg;
@@ -782,26 +792,21 @@ static void unregister_aborts_a_pass_and_waits_for_it(void **state)
 	struct bg_clean b = { f, 1 };
 	struct fx_digest before;
 	pthread_t t;
-	char v[512];
 
 	f->ccfg.io_max_bytes_per_second = 64 * 1024;    /* slow enough to catch mid-pass */
 	fx_open(f);
-	memset(v, 'v', sizeof(v) - 1);
-	v[sizeof(v) - 1] = '\0';
-	for (int i = 0; i < 400; i++) {
-		char k[16];
-		snprintf(k, sizeof(k), "k%d", i % 50);
-		fx_put(f, k, v);
-	}
-	fx_roll(f);
+	fx_put_filled(f, 400, 50, 511, 'v');
 	before = fx_log_digest(f->pl);
-	/* past the throttler's first period: its first check then finds the pass far
-	 * over the rate and puts it to sleep for seconds */
-	usleep(400 * 1000);
+	/* the throttler's first check finds the pass far over the rate and puts it
+	 * to sleep for seconds: that is where the partition goes */
+	assert_int_equal(sem_init(&throttled, 0, 0), 0);
+	tfs_cleaner_set_hooks(f->c, &(struct tfs_cleaner_hooks){ .throttled = post_throttled });
 	assert_int_equal(pthread_create(&t, NULL, bg_clean_main, &b), 0);
-	usleep(300 * 1000);
+	while (sem_wait(&throttled) != 0)
+		assert_int_equal(errno, EINTR);
 	tfs_cleaner_unregister(f->c, f->pl);
 	pthread_join(t, NULL);
+	sem_destroy(&throttled);
 	assert_int_equal(b.rc, -ECANCELED);
 	assert_int_equal(fx_count_files(f->path, ".cleaned"), 0);
 	assert_int_equal(fx_count_files(f->path, ".swap"), 0);

@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -275,6 +277,15 @@ static void an_uncleanable_log_is_skipped_and_the_others_go_on(void **state)
 	close_two(f, &t);
 }
 
+static sem_t idle_rounds;
+
+static void count_idle_round(void *arg, bool found)
+{
+	(void)arg;
+	if (!found)
+		sem_post(&idle_rounds);
+}
+
 /* testMaxLogCompactionLag: with min.cleanable.dirty.ratio 1 nothing is cleaned
  * until the oldest dirty segment passes max.compaction.lag.ms. */
 static void max_compaction_lag_cleans_a_log_below_the_ratio(void **state)
@@ -289,14 +300,20 @@ static void max_compaction_lag_cleans_a_log_below_the_ratio(void **state)
 	fx_open(f);
 	write_dups_to(f->pl, 4, 3);
 	f->now = tfs_now_ms();
+	assert_int_equal(sem_init(&idle_rounds, 0, 0), 0);
+	tfs_cleaner_set_hooks(f->c, &(struct tfs_cleaner_hooks){ .selected = count_idle_round });
 	assert_int_equal(tfs_cleaner_start(f->c), 0);
-	usleep(300 * 1000);                          /* several selections */
+	for (int i = 0; i < 3; i++)                  /* three selections that took nothing */
+		while (sem_wait(&idle_rounds) != 0)
+			assert_int_equal(errno, EINTR);
 	assert_int_equal(checkpoint_of(f->c, f->pl), 0);
 	__atomic_store_n(&f->now, f->now + 2 * 3600 * 1000, __ATOMIC_RELAXED);
 	assert_true(wait_checkpoint(f->c, f->pl, 12));
 	assert_int_equal(tfs_cleaner_metrics(f->c, &m, &len), 0);
 	assert_non_null(strstr(m, "topicfs_cleaner_max_compaction_delay_secs "));
 	free(m);
+	tfs_cleaner_stop(f->c);            /* no hook runs past the semaphore's life */
+	sem_destroy(&idle_rounds);
 }
 
 /* clean_now runs on a cleaner thread when threads run; with threads stopped it
@@ -400,7 +417,6 @@ static void the_cleaner_log_has_a_line_per_pass(void **state)
 static void the_throttler_holds_the_io_rate(void **state)
 {
 	struct fx *f = *state;
-	char v[1024];
 	struct timespec t0, t1;
 	int64_t ms, io;
 	char *m = NULL;
@@ -408,14 +424,7 @@ static void the_throttler_holds_the_io_rate(void **state)
 
 	f->ccfg.io_max_bytes_per_second = 256 * 1024;
 	fx_open(f);
-	memset(v, 'x', sizeof(v) - 1);
-	v[sizeof(v) - 1] = '\0';
-	for (int i = 0; i < 300; i++) {
-		char k[16];
-		snprintf(k, sizeof(k), "k%d", i % 40);
-		fx_put(f, k, v);
-	}
-	fx_roll(f);
+	fx_put_filled(f, 300, 40, 1023, 'x');
 	usleep(400 * 1000);       /* start past the throttler's first period */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(fx_clean(f), 0);

@@ -66,6 +66,7 @@ static void open_engine(struct fx *f)
 
 	tfs_engine_config_defaults(&cfg);
 	cfg.data_dir = f->dir;
+	cfg.io_kind = tfs_io_kind_from_env();
 	cfg.cleaner.threads = 0;        /* passes run when the test asks */
 	assert_int_equal(tfs_engine_open(&cfg, &f->e), 0);
 }

@@ -303,7 +303,8 @@ struct tfs_mount *fz_mount_open(char **dir)
 	*dir = fz_mkdtemp("mount");
 	fz_remove_at_exit(*dir);
 	tfs_opts_init(&o);
-	o.engine.io_kind = TFS_IO_SYNC;
+	/* the backend $TFS_IO names (the unit tests run on both), else sync */
+	o.engine.io_kind = getenv("TFS_IO") && *getenv("TFS_IO") ? tfs_io_kind_from_env() : TFS_IO_SYNC;
 	o.max_read = 32 << 10;
 	rc = tfs_mount_create(&o, *dir, &m);
 	tfs_opts_release(&o);

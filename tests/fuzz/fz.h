@@ -113,7 +113,8 @@ void fz_reply_reset(struct fz_reply *r);
 /* The single reply of a finished request: aborts unless there was exactly one. */
 void fz_reply_check_once(const struct fz_reply *r, const char *what);
 
-/* Opens a mount object on a fresh scratch data directory (-o defaults; io=sync).
+/* Opens a mount object on a fresh scratch data directory (-o defaults; io=sync
+ * unless $TFS_IO names a backend).
  * Caller owns *dir (fz_mount_close removes it). */
 struct tfs_mount *fz_mount_open(char **dir);
 void fz_mount_close(struct tfs_mount *m, char *dir);

@@ -9,6 +9,8 @@
 # close() or fsync() had returned 0 with exactly that value, the key in flight either
 # absent or whole, nothing else, and a history that matches the log end. (A process
 # crash keeps the page cache, so this checks the log's recovery, not power loss.)
+# rmdir of a topic gets the same sweep: at every crash point the remount shows it
+# whole or gone.
 # EIO/ENOSPC: the commit that hits the fault fails with that errno from close() or
 # fsync(), its value never appears (not even after a remount), the daemon lives on, and
 # the other commits stand.
@@ -190,7 +192,55 @@ c_enospc() {
 	for n in 3 6 9; do fail_at "$n" ENOSPC; done
 }
 
+# rmdir of a topic killed at each of its disk operations in turn: the remount shows
+# the topic whole (both partitions there and taking keys, rmdir then works) or gone
+# with every file of it (mkdir then works), never a half.
+rmdir_crash_at() {
+	local n=$1 rc left
+	rm -rf "$DATA" && mkdir -p "$DATA"
+	t_mount -o log.cleaner.threads=0,partitions=2
+	mkdir "$MNT/t"
+	echo v > "$MNT/t/1/k"
+	rm "$MNT/t/1/k"                      # rmdir needs a topic without live keys
+	t_umount
+	t_mount -o "log.cleaner.threads=0,fault=all:$n:crash"
+	if rmdir "$MNT/t" 2>/dev/null && mountpoint -q "$MNT"; then
+		t_umount                         # past the last operation: finished
+		t_mount -o log.cleaner.threads=0
+		assert_absent "$MNT/t"
+		t_umount
+		return 1
+	fi
+	rc=$(t_wait_exit)
+	assert_eq 86 "$rc" "all:$n:crash: exit status of the daemon killed in rmdir"
+	settle_dead_mount "rmdir all:$n:crash"
+	t_mount -o log.cleaner.threads=0
+	if [ -d "$MNT/t" ]; then
+		assert_eq "0 1" "$(ls "$MNT/t" | tr '\n' ' ' | sed 's/ $//')" "all:$n:crash: partitions after remount"
+		echo after > "$MNT/t/0/after"
+		assert_cat "$MNT/t/0/after" $'after\n'
+		rm "$MNT/t/0/after"
+		assert_ok rmdir "$MNT/t"
+	else
+		left=$(cd "$DATA" && ls -d t-* topics/t topics/t.tmp 2>/dev/null || true)
+		[ -z "$left" ] || fail "all:$n:crash: topic gone, but its files stay: $left"
+		assert_ok mkdir "$MNT/t"
+		echo after > "$MNT/t/0/after"
+		assert_cat "$MNT/t/0/after" $'after\n'
+	fi
+	t_umount
+}
+
+c_rmdir_crash_points() {
+	local n
+	for n in $(seq 1 60); do
+		rmdir_crash_at "$n" || { echo "# rmdir: $((n - 1)) crash points, then it finished"; return 0; }
+	done
+	fail "rmdir still crashing at its 60th disk operation"
+}
+
 t_test crash_points c_crash_points
+t_test rmdir_crash_points c_rmdir_crash_points
 t_test torn_write_points c_torn_write_points
 t_test eio c_eio
 t_test enospc c_enospc

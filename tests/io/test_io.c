@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -432,6 +433,75 @@ static void unlinks_later_are_inline_under_a_fault_spec(void **state)
 	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
 }
 
+/* The fsync count counts fsyncs of files and directories, and a durable write's,
+ * and nothing else. */
+static void fsyncs_are_counted_apart(void **state)
+{
+	struct fixture *f = *state;
+	int fd = tfs_io_openat(f->io, f->dirfd, "s", O_RDWR | O_CREAT, 0644);
+	uint64_t fs = tfs_io_fsync_count(f->io), ops = tfs_io_op_count(f->io);
+	struct iovec iov = { "x", 1 };
+
+	assert_true(fd >= 0);
+	assert_int_equal(tfs_io_write(f->io, fd, "a", 1, 0), 0);
+	assert_int_equal(tfs_io_fsync_count(f->io), fs);
+	assert_int_equal(tfs_io_fsync(f->io, fd, true), 0);
+	assert_int_equal(tfs_io_fsync_dir(f->io, f->dirfd), 0);
+	assert_int_equal(tfs_io_writev(f->io, fd, &iov, 1, 1, true), 0);
+	assert_int_equal(tfs_io_fsync_count(f->io), fs + 3);
+	assert_int_equal(tfs_io_op_count(f->io), ops + 5);
+	close(fd);
+}
+
+/* dir/a/{f0,f1,sub/{f2}} and a link to outside, as a tree to remove. */
+static void make_tree(struct fixture *f, const char *outside)
+{
+	char p[4200];
+
+	assert_int_equal(mkdirat(f->dirfd, "a", 0755), 0);
+	assert_int_equal(mkdirat(f->dirfd, "a/sub", 0755), 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/a/%sf%d", f->dir, i == 2 ? "sub/" : "", i);
+		assert_int_equal(t_write_file(p, "x", 1), 0);
+	}
+	assert_int_equal(symlinkat(outside, f->dirfd, "a/link"), 0);
+}
+
+/* A tree goes one unlink at a time through io (so sweeps see every step), a link
+ * in it is removed, not followed, and a failing unlink leaves the rest for a
+ * second call, which finishes. */
+static void a_tree_is_removed_through_io_one_unlink_at_a_time(void **state)
+{
+	struct fixture *f = *state;
+	char outside[4200];
+	uint64_t ops;
+
+	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	snprintf(outside + strlen(outside), sizeof(outside) - strlen(outside), "/keep");
+	assert_int_equal(t_write_file(outside, "k", 1), 0);
+	*strrchr(outside, '/') = '\0';
+	make_tree(f, outside);
+
+	assert_int_equal(tfs_io_set_fault(f->io, "unlink:3:EIO"), 0);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), -EIO);
+	assert_int_equal(faccessat(f->dirfd, "a", F_OK, 0), 0);
+	assert_int_equal(tfs_io_set_fault(f->io, NULL), 0);
+	ops = tfs_io_op_count(f->io);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), 0);
+	assert_true(tfs_io_op_count(f->io) > ops);
+	assert_int_equal(faccessat(f->dirfd, "a", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(faccessat(f->dirfd, "outside/keep", F_OK, 0), 0);
+
+	/* each entry is one operation: 4 names and 2 directories */
+	make_tree(f, outside);
+	ops = tfs_io_op_count(f->io);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), 0);
+	assert_int_equal(tfs_io_op_count(f->io) - ops, 6);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "a"), -ENOENT);
+	assert_int_equal(tfs_dir_remove_tree(f->io, f->dirfd, "outside/keep"), -ENOTDIR);
+}
+
 /* A child forked after the thread started has no such thread: its deferred
  * unlinks run inline instead of waiting in a queue nobody serves. */
 static void a_forked_child_unlinks_inline(void **state)
@@ -488,6 +558,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(unlinks_later_are_done_by_the_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(destroy_finishes_the_queued_unlinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(unlinks_later_are_inline_under_a_fault_spec, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_tree_is_removed_through_io_one_unlink_at_a_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(fsyncs_are_counted_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_forked_child_unlinks_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(backend_kinds_parse_and_report, setup, teardown),
 	};
