@@ -241,7 +241,11 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 	}
 	if (rc == 0) {
 		tfs_stat_file(n, mode, uid, gid, (off_t)info.value_bytes, info.timestamp, st);
-		return 0;
+		/* An open writer may commit at any moment (a creation or truncation at
+		 * its RELEASE, after close() returned), and the invalidation its commit
+		 * queues reaches the kernel later still: cached, this size would outlive
+		 * the commit (": > k" then stat k showing the old length). */
+		return have_w || have_open_w ? TFS_STAT_VOLATILE : 0;
 	}
 	/* No live record (unlinked, tombstoned, or created and not committed), but
 	 * open handles still name the node: fstat on them must work. */

@@ -205,6 +205,33 @@ c_truncate_and_create_commit_once() {
 		"$p/three") | xargs)" "values"
 }
 
+# A truncation closed without a write commits at its RELEASE, after close()
+# returned; an fstat while it was open (which reports the previous value's size:
+# FUSE's getattr does not say which descriptor asks) must not leave that size in
+# the kernel's attribute cache, or stat right after the close shows the old length
+# of a key that is now empty. 200 rounds, each counted (it showed in nearly every
+# round when the attributes were cached).
+c_truncate_then_stat_shows_the_commit() {
+	t_mount -o cache_timeout=30
+	mkdir "$MNT/t"
+	local out
+	out=$("$T_PY" - "$MNT/t/0/k" <<'EOF'
+import os, sys
+k, stale = sys.argv[1], 0
+for i in range(200):
+    with open(k, "wb") as f:
+        f.write(b"x" * 1504)
+    fd = os.open(k, os.O_WRONLY | os.O_TRUNC)
+    os.fstat(fd)
+    os.close(fd)
+    stale += os.stat(k).st_size != 0
+print(stale)
+EOF
+)
+	assert_eq 0 "$out" "rounds whose stat after ': > k' showed the old size"
+	assert_eq 400 "$(t_leo t/0)" "records: 200 values and 200 truncations"
+}
+
 # Four shells rewrite one key 200 times each while others cat it and list the
 # partition: 800 records, no empty one, and no reader ever sees an empty value.
 c_redirect_loops_with_readers() {
@@ -365,6 +392,7 @@ t_test append_single_and_split_writes c_append_single_and_split_writes
 t_test put_twenty_thousand_lines c_put_twenty_thousand_lines
 t_test dup_close_commits_nothing c_dup_close_commits_nothing
 t_test truncate_and_create_commit_once c_truncate_and_create_commit_once
+t_test truncate_then_stat_shows_the_commit c_truncate_then_stat_shows_the_commit
 t_test redirect_loops_with_readers c_redirect_loops_with_readers
 t_test parallel_appends c_parallel_appends
 t_test page_cache_rereads c_page_cache_rereads
