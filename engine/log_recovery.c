@@ -533,8 +533,10 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 				return rc;
 			d.pos = -1;
 		}
-		if (h.producer_id >= 0)
+		if (h.producer_id >= 0) {
 			seg->has_producer_ids = true;   /* the cleaner reads producer state here */
+			tfs__pstate_replay(pl, &h);
+		}
 		rc = tfs_segment_note_batch(seg, pos, size, h.base_offset, tfs_batch_last_offset(&h),
 		                            h.max_timestamp);
 		if (rc < 0)
