@@ -1253,6 +1253,11 @@ int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool 
 	return rc;
 }
 
+size_t tfs_plog_producers(struct tfs_plog *pl, struct tfs_pstate_entry *out, size_t cap)
+{
+	return tfs_pstate_list(pl->pstate, out, cap);
+}
+
 int tfs_plog_sync(struct tfs_plog *pl)
 {
 	if (pl->env.read_only)

@@ -241,6 +241,11 @@ struct tfs_plog_stats {
 };
 void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st);
 
+struct tfs_pstate_entry;
+/* Copies up to cap of the partition's producers (producer_state.h), by id, into
+ * out; returns how many there are. Any thread. */
+size_t tfs_plog_producers(struct tfs_plog *pl, struct tfs_pstate_entry *out, size_t cap);
+
 /* The directory path (borrowed, valid until close). */
 const char *tfs_plog_path(const struct tfs_plog *pl);
 
