@@ -266,7 +266,8 @@ size_t tfs_pstate_list(struct tfs_pstate *ps, struct tfs_pstate_entry *out, size
 
 	pthread_mutex_lock(&ps->lock);
 	n = ps->n;
-	memcpy(out, ps->e, (n < cap ? n : cap) * sizeof(*out));
+	if (n && cap)
+		memcpy(out, ps->e, (n < cap ? n : cap) * sizeof(*out));
 	pthread_mutex_unlock(&ps->lock);
 	return n;
 }
