@@ -90,6 +90,15 @@ c_retries_appear_once() {
 	line=$(t_x "$MNT/t/0" producers)
 	assert_match "^$PID 1 0 6 [0-9]+\$" "$line" "user.topicfs.producers after the new epoch"
 	assert_eq 7 "$(t_hist t/0)" "history entries at the end"
+	[ -x "$BUILD_DIR/topicctl" ] || fail "$BUILD_DIR/topicctl not built"
+	"$BUILD_DIR/topicctl" describe "$MNT/t" > "$d/describe" || fail "topicctl describe failed"
+	grep -Eq "^0 +$PID +1 +0 +6 +[0-9]+\$" "$d/describe" ||
+		fail "topicctl describe lists no producer: $(cat "$d/describe")"
+	"$BUILD_DIR/topicctl" describe --json "$MNT/t" | "$T_PY" -c '
+import json, sys
+p = json.load(sys.stdin)["producers"]
+assert [(x["producer_id"], x["epoch"], x["last_offset"]) for x in p] == [(int(sys.argv[1]), 1, 6)], p' \
+		"$PID" || fail "topicctl describe --json producers"
 }
 
 t_test retries_appear_once c_retries_appear_once
