@@ -101,5 +101,30 @@ assert [(x["producer_id"], x["epoch"], x["last_offset"]) for x in p] == [(int(sy
 		"$PID" || fail "topicctl describe --json producers"
 }
 
+# .topicfs/producer_id: a fresh "ID EPOCH" line per open, never repeated across
+# a remount or a kill -9; none on a read-only mount.
+c_producer_ids() {
+	local a b c e
+	t_mount
+	mkdir "$MNT/t"
+	a=$(cat "$MNT/.topicfs/producer_id")
+	b=$(cat "$MNT/.topicfs/producer_id")
+	assert_match '^[0-9]+ 0$' "$a" "first producer id"
+	[ "${b% *}" -gt "${a% *}" ] || fail "ids do not increase: $a then $b"
+	ls "$MNT/.topicfs" | grep -qx producer_id || fail "producer_id not listed in .topicfs"
+	t_remount
+	c=$(cat "$MNT/.topicfs/producer_id")
+	[ "${c% *}" -gt "${b% *}" ] || fail "an id repeats after a remount: $b then $c"
+	kill_daemon
+	t_mount
+	e=$(cat "$MNT/.topicfs/producer_id")
+	[ "${e% *}" -gt "${c% *}" ] || fail "an id repeats after kill -9: $c then $e"
+	assert_eq t "$(ls "$MNT")" "the allocator's file is no topic"
+	t_umount "$MNT"
+	t_mount -o ro
+	assert_errno EROFS open "$MNT/.topicfs/producer_id" r
+}
+
 t_test retries_appear_once c_retries_appear_once
+t_test producer_ids c_producer_ids
 t_done
