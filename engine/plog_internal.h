@@ -166,6 +166,10 @@ int tfs__pstate_load(struct tfs_plog *pl, int dirfd);
 void tfs__pstate_replay(struct tfs_plog *pl, const struct tfs_batch_header *h);
 void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd);
 int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd);
+/* Removes the snapshots no segment base names (the newest past the last base
+ * kept). As the leader or in an exclusive request, after segments went; dirfd
+ * as above. */
+void tfs__pstate_prune(struct tfs_plog *pl, int dirfd);
 
 /* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
 int tfs__plog_recover(struct tfs_plog *pl);

@@ -17,8 +17,9 @@
  *
  * Which are kept (Kafka's removeStraySnapshots): those named by a segment's
  * base offset, and the newest if it lies past the last base (the clean-close
- * one); the rest, and any below the log start, are removed at open and at each
- * roll, so retention and the cleaner's removed segments take theirs along.
+ * one); the rest, and any below the log start, are removed at open, at each
+ * roll, and once retention or a cleaner's swap has removed segments (their
+ * snapshots go with them, as in Kafka).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -185,7 +186,7 @@ void tfs__pstate_replay(struct tfs_plog *pl, const struct tfs_batch_header *h)
 
 /* Removes snapshots that are neither at a segment's base nor the newest past the
  * last base, and those below the log start. */
-static void prune(struct tfs_plog *pl, int dirfd)
+void tfs__pstate_prune(struct tfs_plog *pl, int dirfd)
 {
 	const struct tfs_seglist *l = pl->segs;
 	tfs_offset_t *snaps, last_base;
@@ -218,7 +219,7 @@ void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd)
 	}
 	tfs_pstate_set_end_offset(pl->pstate, pl->end_offset);
 	tfs_pstate_expire(pl->pstate, tfs_now_ms(), pl->cfg.producer_id_expiration_ms);
-	prune(pl, dirfd);
+	tfs__pstate_prune(pl, dirfd);
 }
 
 int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd)
@@ -242,6 +243,6 @@ int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd)
 		tfs_log_error("pstate", "cannot write %s/%s: %s", pl->path, name, tfs_strerror(rc));
 		return rc;
 	}
-	prune(pl, dirfd);
+	tfs__pstate_prune(pl, dirfd);
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/batch_codec.h"
+#include "engine/cleaner_internal.h"
 #include "engine/partition_log.h"
 #include "engine/producer_state.h"
 #include "engine/segment.h"
@@ -304,6 +305,43 @@ static void a_roll_snapshot_holds_only_the_records_before_it(void **state)
 	assert_true(checked >= 2);
 }
 
+/* Retention deletes segments and their snapshots with them; the producer's
+ * state stays (KAFKA-7190) and a retry of its newest batch still dedupes. */
+static void retention_takes_the_snapshots_of_deleted_segments(void **state)
+{
+	struct fx *f = *state;
+	struct tfs__retention_result res;
+	struct tfs_plog_stats st;
+	tfs_offset_t first, newest, oldest = INT64_MAX;
+	size_t count;
+	DIR *d;
+	struct dirent *de;
+
+	f->cfg.segment_bytes = 400;
+	open_pl(f);
+	for (int s = 0; s < 30; s++)
+		assert_int_equal(send(f->pl, &f->b, 5, 0, s * 2, 2, &first, &count), 0);
+	f->cfg.cleanup_policy = TFS_POLICY_DELETE;
+	f->cfg.retention_bytes = 600;
+	assert_int_equal(tfs__retention_apply(f->pl, &f->cfg, tfs_now_ms(), &res), 0);
+	assert_true(res.segments > 0);
+	tfs_plog_stats(f->pl, &st);
+	assert_true(st.log_start_offset > 0);
+	assert_true(count_snapshots(f, &newest) >= 1);
+	d = opendir(f->path);
+	while ((de = readdir(d)) != NULL)
+		if (strstr(de->d_name, ".snapshot")) {
+			tfs_offset_t o = strtoll(de->d_name, NULL, 10);
+			if (o < oldest)
+				oldest = o;
+		}
+	closedir(d);
+	assert_true(oldest >= st.log_start_offset);
+	assert_int_equal(send(f->pl, &f->b, 5, 0, 58, 2, &first, &count), 0);
+	assert_int_equal(count, 0);
+	assert_int_equal(first, 58);
+}
+
 /* producer.id.expiration.ms: a producer idle that long is forgotten at open. */
 static void idle_producers_expire(void **state)
 {
@@ -401,6 +439,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(rolls_write_snapshots_at_segment_bases, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_roll_snapshot_holds_only_the_records_before_it, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(retention_takes_the_snapshots_of_deleted_segments, setup, teardown),
 		cmocka_unit_test_setup_teardown(idle_producers_expire, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_keeps_deduplicating, setup, teardown),
 	};
