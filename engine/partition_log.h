@@ -131,8 +131,11 @@ typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs
  * producer id meets the partition's producer state (producer_state.h) before
  * it gets offsets: a retry of one of its producer's last five batches appends
  * nothing and succeeds with *first the original first offset and *count 0;
- * an older epoch is TFS_EFENCED, a sequence that does not follow (or a new
- * epoch not at 0) TFS_ESEQUENCE, both logged. A batch whose codec is
+ * an older epoch is TFS_EFENCED (Kafka's INVALID_PRODUCER_EPOCH), a sequence
+ * that does not follow or a new epoch not at 0 TFS_ESEQUENCE (Kafka's
+ * OUT_OF_ORDER_SEQUENCE_NUMBER), both logged, appending nothing; an unknown
+ * producer is accepted at any sequence. Producer ids come from
+ * tfs_engine_producer_id (engine.h). A batch whose codec is
  * not the topic's compression.type is re-encoded with it. A config change that
  * races the append applies from the next batch. durable, *first: as
  * tfs_plog_append; *count gets the number of records (either may be NULL);

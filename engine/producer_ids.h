@@ -1,5 +1,6 @@
-/* producer_ids.h - the mount's producer id allocator: ids that never repeat,
- * across restarts and crashes.
+/* producer_ids.h - a data directory's producer id allocator: ids that never
+ * repeat, across restarts and crashes. The engine owns the one of its data
+ * directory; front ends take ids through tfs_engine_producer_id (engine.h).
  *
  * Owns: the file `producer_ids` in the data directory and the block of ids it
  * reserved. The file holds one decimal line, the first id not yet reserved.

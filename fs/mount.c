@@ -1,10 +1,7 @@
 /* mount.c - the mount object's lifecycle (see mount.h). */
 #include "fs/mount.h"
 
-#include "engine/producer_ids.h"
-
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,7 +52,6 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 	pthread_mutex_init(&m->handles_lock, NULL);
 	pthread_mutex_init(&m->deferred_lock, NULL);
 	tfs_key_cond_init(&m->deferred_cond);
-	m->data_dirfd = -1;
 	m->read_only = o->read_only;
 	m->reader_cache = o->reader_cache;
 	m->max_read = o->max_read;
@@ -87,11 +83,6 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 		                        &m->scratch);
 	if (rc == 0)
 		rc = tfs_fate_cache_create(&m->fates);
-	if (rc == 0 && !m->read_only) {
-		m->data_dirfd = open(m->data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		rc = m->data_dirfd < 0 ? -errno
-		                       : tfs_pids_open(tfs_engine_io(m->engine), m->data_dirfd, &m->pids);
-	}
 	if (rc < 0)
 		goto fail;
 	*out = m;
@@ -133,9 +124,6 @@ void tfs_mount_destroy(struct tfs_mount *m)
 	                                        * scratch files end with the mount */
 	tfs_readcache_destroy(m->readcache);   /* its topic references, before the engine */
 	tfs_fate_cache_destroy(m->fates);
-	tfs_pids_close(m->pids);
-	if (m->data_dirfd >= 0)
-		close(m->data_dirfd);
 	tfs_engine_close(m->engine);
 	pthread_mutex_destroy(&m->handles_lock);
 	pthread_mutex_destroy(&m->deferred_lock);

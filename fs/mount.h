@@ -63,9 +63,6 @@ struct tfs_mount {
 	struct tfs_fate_cache *fates;          /* the last dry run (history_fate.c) */
 	struct tfs_scratch *scratch;           /* the dot-named scratch files (scratch.h) */
 	char *data_dir;                        /* absolute path */
-	int data_dirfd;                        /* for pids; -1 when read-only */
-	struct tfs_pids *pids;                 /* producer ids (.topicfs/producer_id);
-	                                        * NULL when read-only */
 	bool read_only;
 	bool reader_cache;                     /* readers may use the page cache (node_key.c) */
 	unsigned max_read;                     /* the max_read mount option (opts.c) */

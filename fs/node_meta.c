@@ -5,8 +5,8 @@
  *             metrics (topicfs_cleaner_*, engine/cleaner.h; none when read-only)
  *   status    the same for people
  *   producer_id  a fresh producer id and its epoch ("ID EPOCH\n"), from the
- *             mount's allocator (engine/producer_ids.h): each open takes one;
- *             EROFS on a read-only mount
+ *             data directory's allocator (tfs_engine_producer_id): each open
+ *             takes one; EROFS on a read-only mount
  *
  * The content is generated at open into the handle (so one read sequence sees one
  * snapshot) and served with direct_io: the files report size 0, like /proc.
@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "engine/cleaner.h"
-#include "engine/producer_ids.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -204,9 +203,7 @@ static int generate_producer_id(struct tfs_mount *m, char **text, size_t *len)
 	int16_t epoch;
 	int rc;
 
-	if (!m->pids)
-		return -EROFS;
-	rc = tfs_pids_next(m->pids, &id, &epoch);
+	rc = tfs_engine_producer_id(m->engine, &id, &epoch);
 	if (rc < 0)
 		return rc;
 	if (asprintf(text, "%" PRId64 " %d\n", id, epoch) < 0) {
