@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,78 @@ static void retention_takes_the_snapshots_of_deleted_segments(void **state)
 	assert_int_equal(first, 58);
 }
 
+/* ---- several producers at once ---- */
+
+#define RACE_PRODUCERS 4
+#define RACE_BATCHES 60
+
+struct racer {
+	struct tfs_plog *pl;
+	int64_t pid;
+	int wrong;                      /* checks that failed (cmocka asserts stay here) */
+};
+
+/* Each batch sent, then resent at once: the resend must be a duplicate at the
+ * original's offsets, whatever group either lands in. */
+static void *race_producer(void *arg)
+{
+	struct racer *r = arg;
+	struct tfs_batch_builder b;
+
+	tfs_batch_builder_init(&b);
+	for (int k = 0; k < RACE_BATCHES; k++) {
+		tfs_offset_t first = -1, again = -1;
+		size_t count = 0, recount = 9;
+		if (send(r->pl, &b, r->pid, 0, k * 2, 2, &first, &count) != 0 || count != 2 ||
+		    send(r->pl, &b, r->pid, 0, k * 2, 2, &again, &recount) != 0 || recount != 0 ||
+		    again != first)
+			r->wrong++;
+	}
+	tfs_batch_builder_release(&b);
+	return NULL;
+}
+
+/* Producers appending at once share groups and rolls (whose snapshots take the
+ * group's changes back and make them again) while a reader lists the state. */
+static void producers_at_once_share_groups_and_rolls(void **state)
+{
+	struct fx *f = *state;
+	struct racer r[RACE_PRODUCERS];
+	pthread_t th[RACE_PRODUCERS];
+	struct tfs_pstate_entry list[RACE_PRODUCERS];
+	struct tfs_plog_stats st;
+	tfs_offset_t first;
+	size_t count;
+
+	f->cfg.segment_bytes = 1000;
+	open_pl(f);
+	for (int i = 0; i < RACE_PRODUCERS; i++) {
+		r[i] = (struct racer){ .pl = f->pl, .pid = 200 + i };
+		assert_int_equal(pthread_create(&th[i], NULL, race_producer, &r[i]), 0);
+	}
+	for (int k = 0; k < 200; k++)
+		assert_true(tfs_plog_producers(f->pl, list, RACE_PRODUCERS) <= RACE_PRODUCERS);
+	for (int i = 0; i < RACE_PRODUCERS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(r[i].wrong, 0);
+	}
+	assert_int_equal(end_of(f->pl), RACE_PRODUCERS * RACE_BATCHES * 2);
+	assert_int_equal(t_plog_dense(f->pl), RACE_PRODUCERS * RACE_BATCHES * 2);
+	tfs_plog_stats(f->pl, &st);
+	assert_true(st.segments >= 3);
+	assert_int_equal(tfs_plog_producers(f->pl, list, RACE_PRODUCERS), RACE_PRODUCERS);
+	for (int i = 0; i < RACE_PRODUCERS; i++)
+		assert_int_equal(list[i].batch[list[i].nbatches - 1].last_seq, RACE_BATCHES * 2 - 1);
+	open_pl(f);
+	for (int i = 0; i < RACE_PRODUCERS; i++) {
+		assert_int_equal(send(f->pl, &f->b, 200 + i, 0, (RACE_BATCHES - 1) * 2, 2, &first,
+		                      &count), 0);
+		assert_int_equal(count, 0);
+		assert_int_equal(send(f->pl, &f->b, 200 + i, 0, RACE_BATCHES * 2 + 1, 1, &first,
+		                      &count), TFS_ESEQUENCE);
+	}
+}
+
 /* producer.id.expiration.ms: a producer idle that long is forgotten at open. */
 static void idle_producers_expire(void **state)
 {
@@ -440,6 +513,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_roll_snapshot_holds_only_the_records_before_it, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(retention_takes_the_snapshots_of_deleted_segments, setup, teardown),
+		cmocka_unit_test_setup_teardown(producers_at_once_share_groups_and_rolls, setup, teardown),
 		cmocka_unit_test_setup_teardown(idle_producers_expire, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_keeps_deduplicating, setup, teardown),
 	};
