@@ -90,6 +90,7 @@ struct opts {
 	bool json_values;
 	bool encode_only;
 	bool producer_batches;
+	bool idempotent;                  /* --idempotent: batches carry producer ids */
 	bool keep;
 	uint64_t durable_every;           /* records; 0 = only the final sync */
 	const char *dir;
@@ -107,6 +108,7 @@ struct writer {
 	uint64_t first, end;              /* record indexes [first, end) */
 	uint64_t payload_bytes;
 	uint64_t encoded_bytes;           /* --encode-only: bytes of the batches built */
+	uint64_t encoded_records;         /* --idempotent: the next base sequence */
 	int16_t attributes;               /* --encode-only: the codec bits */
 	int zstd_level;                   /* --encode-only: the topic's level */
 	uint8_t *batches;                 /* --producer-batches: built before the clock */
@@ -137,6 +139,14 @@ static int encode_batch(struct writer *w, struct tfs_batch_builder *b,
 		.attributes = w->attributes, .leader_epoch = -1, .producer_id = -1,
 		.producer_epoch = -1, .base_sequence = -1, .zstd_level = w->zstd_level,
 	};
+
+	if (w->o->idempotent) {
+		/* writer id + 1 as its producer id; sequences count its records */
+		params.producer_id = (int64_t)w->id + 1;
+		params.producer_epoch = 0;
+		params.base_sequence = (int32_t)(w->encoded_records % ((uint64_t)INT32_MAX + 1));
+		w->encoded_records += n;
+	}
 	int64_t now = tfs_now_ms();
 	const uint8_t *out;
 	size_t len;
@@ -306,7 +316,10 @@ static void usage(FILE *f)
 	        "  --encode-only      build each batch (encode, compress, CRC) and drop it:\n"
 	        "                     what one writer can do before anything is written\n"
 	        "  --producer-batches build every batch first, as a producer does, then append\n"
+
 	        "                     them as they are (tfs_plog_append_batch)\n"
+	        "  --idempotent       with --producer-batches: each writer an idempotent producer\n"
+	        "                     (producer id, epoch 0, sequences), checked by producer state\n"
 	        "  --dir DIR          parent of the fresh data directory (default %s)\n"
 	        "  --io KIND          auto, uring or sync (default $TFS_IO, else auto)\n"
 	        "  --keep             keep the data directory\n",
@@ -317,7 +330,7 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_VALUES, O_WRITERS, O_BATCH, O_ZSTD,
-	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_PRODUCER, O_DIR, O_IO, O_KEEP, O_HELP };
+	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_PRODUCER, O_IDEMPOTENT, O_DIR, O_IO, O_KEEP, O_HELP };
 	static const struct option longopts[] = {
 		{ "records", required_argument, NULL, O_RECORDS },
 		{ "keys", required_argument, NULL, O_KEYS },
@@ -334,6 +347,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "keep", no_argument, NULL, O_KEEP },
 		{ "encode-only", no_argument, NULL, O_ENCODE_ONLY },
 		{ "producer-batches", no_argument, NULL, O_PRODUCER },
+		{ "idempotent", no_argument, NULL, O_IDEMPOTENT },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -420,6 +434,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_ENCODE_ONLY:
 			o->encode_only = true;
+			break;
+		case O_IDEMPOTENT:
+			o->idempotent = true;
 			break;
 		case O_PRODUCER:
 			o->producer_batches = true;

@@ -122,6 +122,7 @@ static int swap_in(struct tfs_plog *pl, struct swap_arg *a, int dirfd)
 	rc = tfs_io_fsync_dir(io, dirfd);
 	if (rc < 0)
 		goto half;
+	tfs__pstate_prune(pl, dirfd);   /* snapshots of the replaced segments' bases */
 	return 0;
 
 half:

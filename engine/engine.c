@@ -33,6 +33,7 @@
 
 #include "engine/cleaner.h"
 #include "engine/engine.h"
+#include "engine/producer_ids.h"
 #include "io/file_util.h"
 #include "io/log.h"
 
@@ -79,6 +80,7 @@ struct tfs_engine {
 	size_t ntopics, captopics;
 
 	struct tfs_cleaner *cleaner;     /* NULL when read-only */
+	struct tfs_pids *pids;           /* producer ids; NULL when read-only */
 
 	pthread_t flusher;
 	bool flusher_running;
@@ -140,6 +142,13 @@ struct tfs_io *tfs_engine_io(struct tfs_engine *e) { return e->io; }
 bool tfs_engine_read_only(const struct tfs_engine *e) { return e->cfg.read_only; }
 const char *tfs_engine_data_dir(const struct tfs_engine *e) { return e->data_dir; }
 const char *tfs_topic_name(const struct tfs_topic *t) { return t->name; }
+
+int tfs_engine_producer_id(struct tfs_engine *e, int64_t *id, int16_t *epoch)
+{
+	if (!e->pids)
+		return -EROFS;
+	return tfs_pids_next(e->pids, id, epoch);
+}
 bool tfs_topic_deleted(const struct tfs_topic *t) { return atomic_load(&t->deleted); }
 bool tfs_topic_config_refused(const struct tfs_topic *t) { return t->config_refused; }
 
@@ -1149,6 +1158,9 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	if (rc < 0)
 		goto fail;
 	if (!cfg->read_only) {
+		rc = tfs_pids_open(e->io, e->dirfd, &e->pids);
+		if (rc < 0)
+			goto fail;
 		rc = tfs_cleaner_create(e->io, e->data_dir, &cfg->cleaner, &e->cleaner);
 		if (rc < 0) {
 			tfs_log_error("engine", "cannot create the cleaner: %s", tfs_strerror(rc));
@@ -1192,6 +1204,7 @@ void tfs_engine_close(struct tfs_engine *e)
 	for (size_t i = 0; i < e->ntopics; i++)
 		tfs_topic_unref(e->topics[i]);
 	free(e->topics);
+	tfs_pids_close(e->pids);
 	tfs_fdcache_destroy(e->fdcache);
 	tfs_io_destroy(e->io);
 	if (e->dirfd >= 0)

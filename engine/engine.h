@@ -64,6 +64,13 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 void tfs_engine_close(struct tfs_engine *e);
 
 struct tfs_io *tfs_engine_io(struct tfs_engine *e);
+
+/* A producer id never handed out before by this data directory, across restarts
+ * and crashes (producer_ids.h), and its epoch (0): what Kafka's InitProducerId
+ * gives a new idempotent producer, shared by every front end. Any thread.
+ * Errors: -EROFS on a read-only engine; the allocator file's write errors
+ * (-ENOSPC, -EIO); -EOVERFLOW past INT64_MAX. */
+int tfs_engine_producer_id(struct tfs_engine *e, int64_t *id, int16_t *epoch);
 bool tfs_engine_read_only(const struct tfs_engine *e);
 const char *tfs_engine_data_dir(const struct tfs_engine *e);
 

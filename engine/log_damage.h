@@ -96,6 +96,23 @@ static inline size_t tfs_damage_frame(const uint8_t *p, size_t avail, int64_t le
 	return size;
 }
 
+/* Whether the batch at p failed tfs_damage_frame only for its size: magic 2, a
+ * length past TFS_DAMAGE_MAX_BATCH_BYTES, and the whole of it in the file. A
+ * broker whose max.message.bytes is larger may have written it; it is a bound of
+ * topicfs's, never a torn tail (log_recovery.c refuses the partition instead of
+ * cutting it). */
+static inline bool tfs_damage_over_bound(const uint8_t *p, size_t avail, int64_t left)
+{
+	uint64_t size;
+
+	if (avail < TFS_DAMAGE_FRAME_BYTES || p[16] != TFS_BATCH_MAGIC)
+		return false;
+	size = ((uint64_t)p[8] << 24 | (uint64_t)p[9] << 16 | (uint64_t)p[10] << 8 | p[11]) +
+	       TFS_BATCH_LOG_OVERHEAD;
+	return size > TFS_DAMAGE_MAX_BATCH_BYTES && size <= (uint64_t)INT32_MAX +
+	       TFS_BATCH_LOG_OVERHEAD && (int64_t)size <= left;
+}
+
 /* The offset checks of a framed batch whose header decoded and whose CRC and
  * records check out: expect is the smallest offset allowed, next_base the next
  * segment's base (INT64_MAX for the last segment). GOOD, or SKIP with *why. */

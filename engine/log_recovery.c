@@ -516,6 +516,16 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		}
 		rc = 0;
 		if (fate != TFS_FATE_GOOD) {
+			if (last && size == 0 &&
+			    tfs_damage_over_bound(sc->buf + off, wlen - off, file_size - pos)) {
+				/* whole in the file: cutting it would lose records a broker
+				 * wrote, so the partition is refused as it is */
+				tfs_log_error("recovery", "%s/%020" PRId64 ".log at position %" PRId64
+				              ": a batch larger than topicfs reads (%zu bytes at most); "
+				              "nothing truncated, the partition is not opened", pl->path,
+				              seg->base_offset, pos, TFS_DAMAGE_MAX_BATCH_BYTES);
+				return -EFBIG;
+			}
 			if (last)
 				break;                  /* a torn tail starts here */
 			if (d.pos < 0)
@@ -533,8 +543,10 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 				return rc;
 			d.pos = -1;
 		}
-		if (h.producer_id >= 0)
+		if (h.producer_id >= 0) {
 			seg->has_producer_ids = true;   /* the cleaner reads producer state here */
+			tfs__pstate_replay(pl, &h);
+		}
 		rc = tfs_segment_note_batch(seg, pos, size, h.base_offset, tfs_batch_last_offset(&h),
 		                            h.max_timestamp);
 		if (rc < 0)

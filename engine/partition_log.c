@@ -80,6 +80,8 @@ struct tfs__waiter {
 	void *exclusive_arg;
 	bool done;
 	int result;
+	int refused;                  /* the producer state's refusal of this unit */
+	bool skip;                    /* refused or a duplicate: nothing written */
 	tfs_offset_t first;
 	int64_t timestamp;
 	pthread_cond_t cond;
@@ -177,7 +179,7 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 	pl->cfg = *env->config;
 	pl->path = strdup(path);
 	pl->kd = tfs_keydir_create();
-	if (!pl->path || !pl->kd) {
+	if (!pl->path || !pl->kd || tfs_pstate_create(&pl->pstate) < 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -190,9 +192,12 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 		rc = pl->dirfd;
 		goto fail_locks;
 	}
-	rc = tfs__plog_recover(pl);
+	rc = tfs__pstate_load(pl, pl->dirfd);
+	if (rc == 0)
+		rc = tfs__plog_recover(pl);
 	if (rc < 0)
 		goto fail_locks;
+	tfs__pstate_recovered(pl, pl->dirfd);
 	close(pl->dirfd);          /* held only while recovery runs (plog_internal.h) */
 	pl->dirfd = -1;
 	*out = pl;
@@ -208,6 +213,7 @@ fail:
 			close(pl->dirfd);
 		tfs_keydir_destroy(pl->kd);
 		free(pl->uncleanable_reason);   /* recovery may have set it */
+		tfs_pstate_destroy(pl->pstate);
 		free(pl->path);
 		free(pl);
 	}
@@ -223,17 +229,22 @@ void tfs_plog_close(struct tfs_plog *pl)
 		int rc = tfs_segment_flush_wait(s);   /* logged where it failed */
 		/* an active segment nothing was appended to since the open is as recovery
 		 * found it: at 100,000 partitions, rewriting every one's indexes would make
-		 * an unmount cost four fsyncs per idle partition */
-		if (!pl->env.read_only && pl->failed == 0 && rc == 0 && pl->appended) {
+		 * an unmount cost four fsyncs per idle partition. Its producer state is
+		 * then its newest snapshot's, unless recovery replayed batches past it:
+		 * a snapshot now spares the next open that replay. */
+		if (!pl->env.read_only && pl->failed == 0 && rc == 0 &&
+		    (pl->appended || pl->pstate_replayed)) {
 			int dirfd = tfs__plog_dir_open(pl);
 			if (dirfd >= 0) {
-				tfs_segment_write_indexes(s, dirfd, true);
+				if (!pl->appended || tfs_segment_write_indexes(s, dirfd, true) == 0)
+					(void)tfs__pstate_snapshot(pl, dirfd);   /* logged where it failed */
 				close(dirfd);
 			}
 		}
 	}
 	tfs__seglist_put(pl->segs);
 	tfs_keydir_destroy(pl->kd);
+	tfs_pstate_destroy(pl->pstate);
 	tfs_batch_builder_release(&pl->builder);
 	for (int i = 0; i < pl->nidle_enc; i++)   /* all idle: no append is in flight */
 		tfs__encoder_free(pl->idle_enc[i]);
@@ -388,8 +399,6 @@ static int roll_locked(struct tfs_plog *pl)
 	                        pl->cfg.index_interval_bytes, &fresh);
 	if (rc < 0)
 		goto fail;
-	close(dirfd);
-	dirfd = -1;
 	nl = tfs__seglist_alloc(pl->segs->count + 1);
 	if (!nl) {
 		rc = -ENOMEM;
@@ -407,6 +416,10 @@ static int roll_locked(struct tfs_plog *pl)
 	}
 	/* everything up to the roll was fsynced with the old segment */
 	atomic_store(&pl->unsynced_since_ms, 0);
+	/* the state of every record before the new segment; a failure only costs
+	 * a longer replay at the next open */
+	(void)tfs__pstate_snapshot(pl, dirfd);
+	close(dirfd);
 	tfs_log_info("plog", "rolled %s at offset %" PRId64, pl->path, pl->end_offset);
 	return 0;
 fail:
@@ -556,6 +569,70 @@ static bool preencoded_current(const struct tfs__preencoded *pre, const struct t
 	       pre->zstd_level == p->zstd_level;
 }
 
+/* A producer-state change made for a unit of the group being written. */
+struct producer_change {
+	const struct tfs_pstate_in *in;
+	tfs_offset_t first;              /* the unit's first offset */
+	struct tfs_pstate_undo undo;     /* the producer's entry before it */
+};
+
+/* A producer's batch meets its producer's state (producer_state.h) before it is
+ * given offsets: a duplicate is answered with the original offsets, a refusal
+ * goes to its waiter alone, and either way nothing of it is written. An accepted
+ * one is recorded at offset next, what it changed kept in *c for undo_producers
+ * should the write fail. Returns 1 if recorded, 0 if skipped, or -ENOMEM. */
+static int producer_check(struct tfs_plog *pl, struct tfs__waiter *w, tfs_offset_t next,
+                          struct producer_change *c)
+{
+	struct tfs_pstate_batch dup;
+	const char *why = NULL;
+	int rc = tfs_pstate_check(pl->pstate, &w->pre->pin, &dup, &why);
+
+	if (rc == TFS_PSTATE_DUPLICATE) {
+		tfs_log_info("plog", "%s: producer %" PRId64 " resent sequence %" PRId32
+		             " (offsets %" PRId64 "-%" PRId64 "): appended once", pl->path,
+		             w->pre->pin.producer_id, dup.first_seq, dup.first_offset,
+		             dup.last_offset);
+		w->pre->duplicate = true;
+		w->first = dup.first_offset;
+		w->timestamp = dup.timestamp;
+		w->skip = true;
+		return 0;
+	}
+	if (rc < 0) {
+		tfs_log_warn("plog", "%s: refused producer %" PRId64 " epoch %d sequence %" PRId32
+		             ": %s (%s)", pl->path, w->pre->pin.producer_id, w->pre->pin.epoch,
+		             w->pre->pin.base_seq, why ? why : "?", tfs_strerror(rc));
+		w->refused = rc;
+		w->skip = true;
+		return 0;
+	}
+	*c = (struct producer_change){ .in = &w->pre->pin, .first = next };
+	rc = tfs_pstate_apply(pl->pstate, c->in, next, &c->undo);
+	return rc < 0 ? rc : 1;
+}
+
+/* Takes back the group's n producer-state changes, newest first. */
+static void undo_producers(struct tfs_plog *pl, const struct producer_change *c, size_t n)
+{
+	while (n-- > 0)
+		tfs_pstate_undo(pl->pstate, c[n].in->producer_id, &c[n].undo);
+}
+
+/* Makes the group's n changes again, after undo_producers. 0, or -ENOMEM with
+ * none of them made. */
+static int redo_producers(struct tfs_plog *pl, struct producer_change *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = tfs_pstate_apply(pl->pstate, c[i].in, c[i].first, &c[i].undo);
+		if (rc < 0) {
+			undo_producers(pl, c, i);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 /* Encodes, writes and publishes the group's n waiters from head. Leader only;
  * called without q_lock, so it walks exactly n links: the last member's next
  * may be set by a new arrival at any moment. Returns 0 or the error every
@@ -580,6 +657,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	struct iovec *iov = NULL;
 	bool has_pid = false;
 	int64_t incoming_ts = INT64_MIN;     /* the newest timestamp of the group */
+	struct producer_change *chg = NULL;  /* by producer unit recorded, in order */
+	size_t nchg = 0;
 
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		int64_t ts = w->pre && w->pre->producer &&
@@ -619,6 +698,19 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		}
 		if (w->pre && !w->pre->producer && !preencoded_current(w->pre, &params))
 			w->pre = NULL;        /* its appender still gives it back */
+		if (w->pre && w->pre->has_producer_id) {
+			if (!chg && !(chg = malloc(sizeof(*chg) * nunits))) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			rc = producer_check(pl, w, next, &chg[nchg]);
+			if (rc < 0)
+				goto out;
+			if (rc == 0)
+				continue;
+			nchg++;
+			rc = 0;
+		}
 		if (w->pre) {
 			if (w->pre->producer && pl->cfg.timestamp_type == TFS_TS_LOG_APPEND_TIME) {
 				/* stamped here, so that timestamps follow offsets */
@@ -657,13 +749,26 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		if (rc < 0)
 			goto out;
 	}
+	if (g.total == 0)
+		goto sync_only;       /* only duplicates and refusals */
 	/* Kafka's UnifiedLog.maybeRoll, with the exact bytes about to be written (the
 	 * group is one append, like the batches of one produce request): encoding
-	 * depends on offsets only, and a roll keeps end_offset. */
-	if (should_roll(pl, g.total, pl->end_offset + (tfs_offset_t)nrecs, incoming_ts)) {
+	 * depends on offsets only, and a roll keeps end_offset. The roll's producer
+	 * snapshot is of every record before the new segment, so not of this group's
+	 * batches, which go into it: their state changes are taken back for it and
+	 * made again after. */
+	if (should_roll(pl, g.total, next, incoming_ts)) {
+		undo_producers(pl, chg, nchg);
 		rc = roll_locked(pl);
-		if (rc < 0)
+		if (rc < 0) {
+			nchg = 0;
 			goto out;
+		}
+		rc = redo_producers(pl, chg, nchg);
+		if (rc < 0) {
+			nchg = 0;
+			goto out;
+		}
 	}
 	for (int i = 0; i < g.npieces; i++)   /* wbuf has stopped moving */
 		iov[i] = (struct iovec){ (void *)(g.pieces[i].p ? g.pieces[i].p : pl->wbuf + g.pieces[i].at),
@@ -712,7 +817,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		nops = 0;
 		if (kops_reserve(pl, nrecs) == 0) {
 			for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
-				for (size_t i = 0; i < w->count; i++) {
+				for (size_t i = 0; !w->skip && i < w->count; i++) {
 					const struct tfs_append_rec *r = &w->recs[i];
 					struct tfs_keydir_op *op;
 					if (r->key_null)
@@ -778,6 +883,9 @@ sync_only:
 		}
 	}
 out:
+	if (rc < 0)
+		undo_producers(pl, chg, nchg);
+	free(chg);
 	free(g.spans);
 	free(g.pieces);
 	free(iov);
@@ -980,7 +1088,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		stop = stop->next;      /* re-read under q_lock: arrivals may have linked on */
 	for (w = &self; w != stop; w = next) {
 		next = w->next;
-		w->result = rc;
+		w->result = rc < 0 ? rc : w->refused;
 		w->done = true;
 		if (w != &self)
 			pthread_cond_signal(&w->cond);
@@ -1136,7 +1244,9 @@ int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool 
 	else
 		tfs_log_warn("plog", "%s: refused a producer's batch of %zu bytes: %s (%s)", pl->path,
 		             len, why ? why : "no reason given", tfs_strerror(rc));
-	if (rc == 0 && committed)
+	if (rc == 0 && pre.duplicate)
+		n = 0;                         /* a retry: nothing appended */
+	if (rc == 0 && committed && n > 0)
 		committed(arg, e->recs, n);
 	if (own) {
 		tfs__encoder_free(own);
@@ -1149,6 +1259,11 @@ int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool 
 	if (rc == 0 && count)
 		*count = n;
 	return rc;
+}
+
+size_t tfs_plog_producers(struct tfs_plog *pl, struct tfs_pstate_entry *out, size_t cap)
+{
+	return tfs_pstate_list(pl->pstate, out, cap);
 }
 
 int tfs_plog_sync(struct tfs_plog *pl)

@@ -132,8 +132,15 @@ typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs
  * in place in batch: the base offset, the partition leader epoch (-1), and the
  * max timestamp - now under LogAppendTime, else the records' newest if the
  * producer's said otherwise (and so the CRC). Records keep their CreateTime
- * timestamps and headers; producer fields are kept as they are (their sequence
- * numbers are not checked: that needs producer state). A batch whose codec is
+ * timestamps and headers; producer fields are kept as they are. A batch with a
+ * producer id meets the partition's producer state (producer_state.h) before
+ * it gets offsets: a retry of one of its producer's last five batches appends
+ * nothing and succeeds with *first the original first offset and *count 0;
+ * an older epoch is TFS_EFENCED (Kafka's INVALID_PRODUCER_EPOCH), a sequence
+ * that does not follow or a new epoch not at 0 TFS_ESEQUENCE (Kafka's
+ * OUT_OF_ORDER_SEQUENCE_NUMBER), both logged, appending nothing; an unknown
+ * producer is accepted at any sequence. Producer ids come from
+ * tfs_engine_producer_id (engine.h). A batch whose codec is
  * not the topic's compression.type is re-encoded with it. A config change that
  * races the append applies from the next batch. durable, *first: as
  * tfs_plog_append; *count gets the number of records (either may be NULL);
@@ -238,6 +245,11 @@ struct tfs_plog_stats {
 	int64_t keydir_memory_bytes;
 };
 void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st);
+
+struct tfs_pstate_entry;
+/* Copies up to cap of the partition's producers (producer_state.h), by id, into
+ * out; returns how many there are. Any thread. */
+size_t tfs_plog_producers(struct tfs_plog *pl, struct tfs_pstate_entry *out, size_t cap);
 
 /* The directory path (borrowed, valid until close). */
 const char *tfs_plog_path(const struct tfs_plog *pl);

@@ -11,6 +11,7 @@
 #include "engine/batch_codec.h"
 #include "engine/keydir.h"
 #include "engine/partition_log.h"
+#include "engine/producer_state.h"
 #include "engine/segment.h"
 
 /* An immutable, reference-counted list of segments. A new list is published for
@@ -45,6 +46,7 @@ struct tfs_plog {
 	pthread_rwlock_t lock;              /* kd, segs, end_offset, active indexes */
 	struct tfs_keydir *kd;
 	struct tfs_seglist *segs;
+	struct tfs_pstate *pstate;          /* its own lock; changed by the leader */
 	tfs_offset_t end_offset;            /* next offset to assign */
 
 	pthread_mutex_t q_lock;             /* the group-commit queue */
@@ -64,6 +66,8 @@ struct tfs_plog {
 	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
 	int failed;                         /* < 0: a write error left the tail unknown */
 	bool appended;                      /* a group was written since the open (leader) */
+	bool pstate_replayed;               /* recovery replayed producer batches past the
+	                                     * newest snapshot (then constant) */
 	char *uncleanable_reason;           /* set by recovery on sealed corruption */
 	/* Set by recovery, then constant: the largest first offset of an unreadable
 	 * region (0: none). A key whose newest readable record is below it may have
@@ -124,6 +128,8 @@ struct tfs__preencoded {
 	int zstd_level;
 	bool producer;                     /* a producer's batch: placed as it is */
 	bool has_producer_id;              /* marks its segment for the cleaner */
+	struct tfs_pstate_in pin;          /* has_producer_id: what the state checks */
+	bool duplicate;                    /* set by the leader: nothing appended */
 };
 
 /* What the producer path needs of the topic config, read under q_lock. */
@@ -151,6 +157,22 @@ int tfs__kdfeed_start(struct tfs_keydir *kd, struct tfs__kdfeed **out);
 int tfs__kdfeed_add(struct tfs__kdfeed *f, struct tfs_slice key, bool remove,
                     const struct tfs_keyinfo *info);
 int tfs__kdfeed_finish(struct tfs__kdfeed *f);
+
+/* plog_pstate.c: producer-state snapshots. load (before recovery's scan) reads
+ * the newest valid snapshot into pl->pstate; replay (by the scan) records a
+ * batch from the snapshot's offset on; recovered (after it) checks the state
+ * against the log end, expires idle producers and prunes snapshots; snapshot
+ * writes one at pl->end_offset (leader, or at close). dirfd is the partition
+ * directory (borrowed): the one recovery holds, or one opened for the roll or
+ * close (tfs__plog_dir_open). 0 or a negative errno. */
+int tfs__pstate_load(struct tfs_plog *pl, int dirfd);
+void tfs__pstate_replay(struct tfs_plog *pl, const struct tfs_batch_header *h);
+void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd);
+int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd);
+/* Removes the snapshots no segment base names (the newest past the last base
+ * kept). As the leader or in an exclusive request, after segments went; dirfd
+ * as above. */
+void tfs__pstate_prune(struct tfs_plog *pl, int dirfd);
 
 /* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
 int tfs__plog_recover(struct tfs_plog *pl);

@@ -168,6 +168,11 @@ int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *
 		.enc = e, .batch = batch, .len = len,
 		.hashes = e->hashes, .timestamps = e->timestamps, .timestamp = max_ts,
 		.producer = true, .has_producer_id = h.producer_id >= 0,
+		.pin = {
+			.producer_id = h.producer_id, .epoch = h.producer_epoch,
+			.base_seq = h.base_sequence, .last_offset_delta = h.last_offset_delta,
+			.max_timestamp = max_ts,
+		},
 	};
 	if (rebuild) {
 		const uint8_t *out;

@@ -161,6 +161,8 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 	}
 	if (rc == 0)
 		rc = tfs_io_fsync_dir(pl->env.io, dirfd);
+	if (rc == 0)
+		tfs__pstate_prune(pl, dirfd);   /* the deleted segments' producer snapshots */
 	if (rc < 0)
 		tfs_log_error("retention", "deleting old segments of %s: %s; the next open finishes it",
 		              pl->path, tfs_strerror(rc));

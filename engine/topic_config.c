@@ -142,6 +142,7 @@ static const struct field topic_fields[] = {
 	INT_FIELD(TC, "segment.index.bytes", segment_index_bytes, MIN_SEGMENT_INDEX_BYTES, INT32_MAX),
 	INT_FIELD(TC, "index.interval.bytes", index_interval_bytes, 0, INT32_MAX),
 	INT_FIELD(TC, "flush.ms", flush_ms, 0, INT64_MAX),
+	INT_FIELD(TC, "producer.id.expiration.ms", producer_id_expiration_ms, 1, INT64_MAX),
 };
 
 static const struct field cleaner_fields[] = {
@@ -164,7 +165,7 @@ static const char *const topic_names[N_TOPIC + 1] = {
 	"delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
 	"retention.ms", "retention.bytes", "max.message.bytes", "compression.type",
 	"compression.zstd.level", "message.timestamp.type", "segment.index.bytes",
-	"index.interval.bytes", "flush.ms", NULL,
+	"index.interval.bytes", "flush.ms", "producer.id.expiration.ms", NULL,
 };
 
 static const char *const cleaner_names[N_CLEANER + 1] = {
@@ -214,6 +215,7 @@ void tfs_topic_config_defaults(struct tfs_topic_config *c)
 	c->zstd_level = DEF_ZSTD_LEVEL;
 	c->timestamp_type = TFS_TS_CREATE_TIME;
 	c->segment_index_bytes = DEF_SEGMENT_INDEX_BYTES;
+	c->producer_id_expiration_ms = 86400000;   /* Kafka's default: one day */
 	c->index_interval_bytes = DEF_INDEX_INTERVAL_BYTES;
 	c->flush_ms = DEF_FLUSH_MS;
 }

@@ -49,6 +49,8 @@ struct tfs_topic_config {
 	int32_t segment_index_bytes;   /* default 10485760, >= 8 */
 	int32_t index_interval_bytes;  /* default 4096, >= 0 */
 	int64_t flush_ms;              /* topicfs: bound on time in page cache only; default 1000 */
+	int64_t producer_id_expiration_ms; /* producer.id.expiration.ms: idle producers are
+	                                * forgotten after it; >= 1, default 86400000 */
 };
 
 /* Topic ownership kept beside the config. */

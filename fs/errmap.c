@@ -21,7 +21,7 @@ int tfs_errno(int err, const char *what)
 	case TFS_EREADONLY:
 		return EROFS;
 	case TFS_ESEQUENCE:
-		return EPROTO;
+		return EILSEQ;          /* README: .batches, producer state */
 	case TFS_EFENCED:
 		return EPERM;
 	case TFS_EDAMAGED:

@@ -4,6 +4,9 @@
  *             live keys; the engine's I/O backend; fs counters; the cleaner's
  *             metrics (topicfs_cleaner_*, engine/cleaner.h; none when read-only)
  *   status    the same for people
+ *   producer_id  a fresh producer id and its epoch ("ID EPOCH\n"), from the
+ *             data directory's allocator (tfs_engine_producer_id): each open
+ *             takes one; EROFS on a read-only mount
  *
  * The content is generated at open into the handle (so one read sequence sees one
  * snapshot) and served with direct_io: the files report size 0, like /proc.
@@ -18,9 +21,9 @@
 #include "fs/node.h"
 #include "io/log.h"
 
-enum { META_METRICS = 0, META_STATUS = 1, META_COUNT = 2 };
+enum { META_METRICS = 0, META_STATUS = 1, META_PRODUCER_ID = 2, META_COUNT = 3 };
 
-static const char *const meta_names[META_COUNT] = { "metrics", "status" };
+static const char *const meta_names[META_COUNT] = { "metrics", "status", "producer_id" };
 
 struct meta_fh {
 	struct tfs_fh base;
@@ -196,13 +199,35 @@ static void write_status(FILE *f, struct tfs_mount *m, const struct part_row *ro
 	}
 }
 
+/* A fresh producer id for whoever opened .topicfs/producer_id. */
+static int generate_producer_id(struct tfs_mount *m, char **text, size_t *len)
+{
+	int64_t id;
+	int16_t epoch;
+	int rc;
+
+	rc = tfs_engine_producer_id(m->engine, &id, &epoch);
+	if (rc < 0)
+		return rc;
+	if (asprintf(text, "%" PRId64 " %d\n", id, epoch) < 0) {
+		*text = NULL;
+		return -ENOMEM;
+	}
+	*len = strlen(*text);
+	return 0;
+}
+
 static int generate(struct tfs_mount *m, int which, char **text, size_t *len)
 {
 	char **names = NULL;
 	struct part_row *rows = NULL;
 	size_t nrows = 0, ntopics = 0;
 	FILE *f;
-	int rc = collect(m, &names, &rows, &nrows, &ntopics);
+	int rc;
+
+	if (which == META_PRODUCER_ID)
+		return generate_producer_id(m, text, len);
+	rc = collect(m, &names, &rows, &nrows, &ntopics);
 
 	*text = NULL;
 	*len = 0;

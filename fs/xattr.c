@@ -7,6 +7,8 @@
  *   key, hist   header.NAME                   read  (the record's headers)
  *   topic dir   every topic config name       read/write (remove: mount default)
  *   partition   log_start_offset log_end_offset size_bytes segments live_keys  read
+ *   partition   producers                     read (id epoch last_sequence last_offset
+ *                                             last_timestamp, a line each)
  *   partition   roll                          write (closes the active segment)
  *   partition   dirty_ratio first_dirty_offset first_uncleanable_offset
  *               last_clean uncleanable_reason read (the cleaner's state)
@@ -32,6 +34,8 @@
  * read-write mount, empty unless the cleaner gave up on the partition.
  */
 #include "fs/xattr.h"
+
+#include "engine/producer_state.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -296,6 +300,36 @@ static int get_live_keys(struct xctx *c, struct xbuf *x)
 	return rc < 0 ? rc : xb_i64(x, (int64_t)c->st.live_keys);
 }
 
+/* One line per producer: id, epoch, last sequence, last offset, last timestamp
+ * (-1 where its batches are gone). */
+static int get_producers(struct xctx *c, struct xbuf *x)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	struct tfs_pstate_entry *e = NULL;
+	size_t n, cap = 0;
+	int rc = 0;
+
+	if (!pl)
+		return -ENOENT;
+	while ((n = tfs_plog_producers(pl, e, cap)) > cap) {
+		free(e);
+		cap = n + 16;           /* new producers may arrive meanwhile */
+		if (!(e = malloc(cap * sizeof(*e))))
+			return -ENOMEM;
+	}
+	rc = xb_put(x, "", 0);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const struct tfs_pstate_batch *b = e[i].nbatches ? &e[i].batch[e[i].nbatches - 1] : NULL;
+		char line[128];
+		int len = snprintf(line, sizeof(line), "%" PRId64 " %d %" PRId32 " %" PRId64 " %" PRId64 "\n",
+		                   e[i].producer_id, e[i].epoch, b ? b->last_seq : -1,
+		                   b ? b->last_offset : (int64_t)-1, e[i].last_timestamp);
+		rc = xb_put(x, line, (size_t)len);
+	}
+	free(e);
+	return rc;
+}
+
 static int get_dirty_ratio(struct xctx *c, struct xbuf *x)
 {
 	char tmp[32];
@@ -479,6 +513,7 @@ static const struct xattr_row rows[] = {
 	{ "size_bytes", K(TFS_NODE_PARTITION), get_size_bytes, NULL, true },
 	{ "segments", K(TFS_NODE_PARTITION), get_segments, NULL, true },
 	{ "live_keys", K(TFS_NODE_PARTITION), get_live_keys, NULL, true },
+	{ "producers", K(TFS_NODE_PARTITION), get_producers, NULL, false },
 	{ "dirty_ratio", K(TFS_NODE_PARTITION), get_dirty_ratio, NULL, true },
 	{ "first_dirty_offset", K(TFS_NODE_PARTITION), get_first_dirty, NULL, true },
 	{ "first_uncleanable_offset", K(TFS_NODE_PARTITION), get_first_uncleanable, NULL, true },

@@ -235,12 +235,60 @@ static int config_table(const char *topic_dir, struct json_object *arr, bool pri
 	return failed ? EXIT_PROBLEM : EXIT_OK;
 }
 
+/* Lists the producers of each partition (user.topicfs.producers: "id epoch
+ * last_sequence last_offset last_timestamp" lines) into arr, or prints them. */
+static void producer_table(const char *topic_dir, const int32_t *parts, size_t n,
+                           struct json_object *arr)
+{
+	static char val[1 << 16];
+	bool header = false;
+
+	for (size_t i = 0; i < n; i++) {
+		char dir[PATH_MAX + TOPIC_CAP + 16];
+		ssize_t len;
+		char *line, *save = NULL;
+
+		snprintf(dir, sizeof(dir), "%s/%" PRId32, topic_dir, parts[i]);
+		len = xget(dir, "producers", val, sizeof(val) - 1);
+		if (len <= 0)
+			continue;          /* none, or a mount without producer state */
+		val[len] = '\0';
+		for (line = strtok_r(val, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			long long id, seq, off, ts;
+			int epoch;
+			if (sscanf(line, "%lld %d %lld %lld %lld", &id, &epoch, &seq, &off, &ts) != 5)
+				continue;
+			if (arr) {
+				struct json_object *o = json_object_new_object();
+				json_object_object_add(o, "partition", json_object_new_int(parts[i]));
+				json_object_object_add(o, "producer_id", json_object_new_int64(id));
+				json_object_object_add(o, "epoch", json_object_new_int(epoch));
+				json_object_object_add(o, "last_sequence", json_object_new_int64(seq));
+				json_object_object_add(o, "last_offset", json_object_new_int64(off));
+				json_object_object_add(o, "last_timestamp", json_object_new_int64(ts));
+				json_object_array_add(arr, o);
+				continue;
+			}
+			if (!header) {
+				printf("Producers:\n%-9s %19s %6s %13s %12s %15s\n", "PARTITION", "PRODUCER_ID",
+				       "EPOCH", "LAST_SEQUENCE", "LAST_OFFSET", "LAST_TIMESTAMP");
+				header = true;
+			}
+			printf("%-9" PRId32 " %19lld %6d %13lld %12lld %15lld\n", parts[i], id, epoch, seq,
+			       off, ts);
+		}
+	}
+	if (header)
+		printf("\n");
+}
+
 const char describe_help[] =
 	"usage: topicctl describe [--json] MOUNT/TOPIC\n"
 	"\n"
 	"Shows each partition's offsets (log_start_offset, log_end_offset), size,\n"
 	"segments, live keys and dirty ratio (\"-\" where the mount has no cleaner\n"
-	"attributes), then the topic's config, marking values that differ from the\n"
+	"attributes), the idempotent producers each partition knows (id, epoch, last\n"
+	"sequence, last offset, last timestamp), then the topic's config, marking values that differ from the\n"
 	"built-in defaults. Everything comes from the user.topicfs.* attributes.\n"
 	"\n"
 	"  -j, --json   print JSON\n"
@@ -323,6 +371,13 @@ int cmd_describe(int argc, char **argv)
 	}
 	if (!json)
 		printf("\n");
+	if (json) {
+		struct json_object *prod = json_object_new_array();
+		producer_table(tdir, parts, n, prod);
+		json_object_object_add(root, "producers", prod);
+	} else {
+		producer_table(tdir, parts, n, NULL);
+	}
 	rc = config_table(tdir, carr, !json, NULL);
 	if (json) {
 		json_object_object_add(root, "partitions", parr);

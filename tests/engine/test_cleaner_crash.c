@@ -199,11 +199,13 @@ static void build_scenario(struct fx *f)
 
 /* A saved copy of the partition directory and the checkpoint file, restored
  * before each crash point (rebuilding would cost dozens of fsyncs per point). */
+#define SNAPSHOT_FILES 128   /* a segment's .log, .index, .timeindex, producer .snapshot */
+
 struct snapshot {
 	int n;
-	char *name[64];
-	uint8_t *data[64];
-	long len[64];
+	char *name[SNAPSHOT_FILES];
+	uint8_t *data[SNAPSHOT_FILES];
+	long len[SNAPSHOT_FILES];
 	char *ckpt;
 };
 
@@ -217,7 +219,7 @@ static void snapshot_take(struct fx *f, struct snapshot *s)
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
-		assert_true(s->n < 64);
+		assert_true(s->n < SNAPSHOT_FILES);
 		snprintf(p, sizeof(p), "%s/%s", f->path, de->d_name);
 		s->name[s->n] = strdup(de->d_name);
 		s->len[s->n] = t_read_file(p, &s->data[s->n]);

@@ -608,6 +608,27 @@ static void names_list_sorted(void **state)
 	free(names);
 }
 
+/* The engine's producer ids: fresh across a reopen, none from a read-only one. */
+static void producer_ids_never_repeat_across_opens(void **state)
+{
+	struct fx *f = *state;
+	int64_t id, last = -1;
+	int16_t epoch;
+
+	for (int round = 0; round < 2; round++) {
+		open_engine(f);
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(tfs_engine_producer_id(f->e, &id, &epoch), 0);
+			assert_true(id > last);
+			assert_int_equal(epoch, 0);
+			last = id;
+		}
+	}
+	f->cfg.read_only = true;
+	open_engine(f);
+	assert_int_equal(tfs_engine_producer_id(f->e, &id, &epoch), -EROFS);
+}
+
 #define FLUSH_POLL_US 1000
 
 static void flush_ms_makes_records_durable_in_the_background(void **state)
@@ -744,6 +765,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_garbage_config_file_leaves_its_topic_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_missing_data_directory_is_enoent_unless_asked_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_list_sorted, setup, teardown),
+		cmocka_unit_test_setup_teardown(producer_ids_never_repeat_across_opens, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_ms_makes_records_durable_in_the_background, setup, teardown),
 		cmocka_unit_test_setup_teardown(descriptors_stay_bounded_whatever_the_partition_count, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_descriptor_limit_reads_emfile_never_another_errno, setup, teardown),

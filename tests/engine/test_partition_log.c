@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/log_damage.h"
 #include "engine/partition_log.h"
 #include "engine/segment.h"
 #include "io/file_util.h"
@@ -417,6 +418,46 @@ static void truncation_at_every_byte_recovers_the_whole_batches_before(void **st
 		f->pl = NULL;
 	}
 	free(orig);
+}
+
+/* A batch larger than topicfs reads, whole in the active segment (a broker with
+ * a larger max.message.bytes may write one), is no torn tail: the open refuses
+ * the partition with EFBIG and cuts nothing. A file that ends inside such a
+ * batch is still a torn tail, cut as any. */
+static void a_batch_past_our_bound_is_refused_never_cut(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_env env = { f->io, f->fdc, &f->cfg, false };
+	const int64_t big = (int64_t)TFS_DAMAGE_MAX_BATCH_BYTES + 4096;
+	uint8_t hdr[TFS_BATCH_HEADER_BYTES] = { 0 };
+	struct tfs_plog_stats st;
+	struct tfs_plog *pl = NULL;
+	char log[4200];
+	int64_t end;
+	int fd;
+
+	f->pl = open_pl(f);
+	put(f->pl, "a", "first");
+	tfs_plog_stats(f->pl, &st);
+	end = st.size_bytes;
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	hdr[7] = 1;                                      /* base offset 1 */
+	for (int i = 0; i < 4; i++)                      /* length, big-endian */
+		hdr[8 + i] = (uint8_t)((uint64_t)(big - TFS_BATCH_LOG_OVERHEAD) >> (24 - 8 * i));
+	hdr[16] = TFS_BATCH_MAGIC;
+	snprintf(log, sizeof(log), "%s/00000000000000000000.log", f->path);
+	assert_true((fd = open(log, O_WRONLY)) >= 0);
+	assert_int_equal(pwrite(fd, hdr, sizeof(hdr), end), (ssize_t)sizeof(hdr));
+	assert_int_equal(ftruncate(fd, end + big), 0);   /* sparse: the rest reads zeros */
+	close(fd);
+	assert_int_equal(tfs_plog_open(&env, f->path, false, &pl), -EFBIG);
+	assert_null(pl);
+	assert_int_equal(t_file_size(log), end + big);
+	assert_int_equal(truncate(log, end + 4096), 0);
+	f->pl = open_pl(f);
+	assert_int_equal(t_file_size(log), end);
+	assert_value(f->pl, "a", "first");
 }
 
 static void a_flipped_byte_in_the_tail_cuts_from_that_batch(void **state)
@@ -1116,6 +1157,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(cursor_from_a_missing_offset_starts_at_the_next, setup, teardown),
 		cmocka_unit_test_setup_teardown(zstd_topics_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(truncation_at_every_byte_recovers_the_whole_batches_before, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_batch_past_our_bound_is_refused_never_cut, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(a_flipped_byte_in_the_tail_cuts_from_that_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(corruption_in_a_sealed_segment_is_reported_not_cut, setup, teardown),
 		cmocka_unit_test_setup_teardown(missing_or_garbage_indexes_are_rebuilt, setup, teardown),

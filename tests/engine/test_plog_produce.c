@@ -20,51 +20,7 @@
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"
-
-struct fx {
-	struct tfs_io *io;
-	struct tfs_fdcache *fdc;
-	struct tfs_topic_config cfg;
-	char *dir;
-	char path[4096];
-	struct tfs_plog *pl;
-	struct tfs_batch_builder b;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-	tfs_log_set_level(TFS_LOG_ERROR);
-	f->io = t_io();
-	f->fdc = tfs_fdcache_create(f->io, 64);
-	tfs_topic_config_defaults(&f->cfg);
-	f->dir = t_mkdtemp("produce");
-	snprintf(f->path, sizeof(f->path), "%s/t-0", f->dir);
-	tfs_batch_builder_init(&f->b);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	tfs_plog_close(f->pl);
-	tfs_batch_builder_release(&f->b);
-	tfs_fdcache_destroy(f->fdc);
-	tfs_io_destroy(f->io);
-	t_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
-static void open_pl(struct fx *f)
-{
-	struct tfs_plog_env env = { f->io, f->fdc, &f->cfg, false };
-	tfs_plog_close(f->pl);
-	f->pl = NULL;
-	assert_int_equal(tfs_plog_open(&env, f->path, true, &f->pl), 0);
-}
+#include "tests/engine/produce_fixture.h"
 
 static tfs_offset_t put(struct tfs_plog *pl, const char *key, const char *value)
 {

@@ -21,7 +21,7 @@
 #include "tests/t_util.h"
 
 #define BUF_CAP 64
-#define N_TOPIC_NAMES 16
+#define N_TOPIC_NAMES 17
 #define N_CLEANER_NAMES 6
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -205,6 +205,7 @@ static void test_topic_defaults(void **state)
 	expect_get(&c, "segment.index.bytes", "10485760");
 	expect_get(&c, "index.interval.bytes", "4096");
 	expect_get(&c, "flush.ms", "1000");
+	expect_get(&c, "producer.id.expiration.ms", "86400000");
 
 	size_t n = 0;
 	for (const char *const *p = tfs_topic_config_names(); *p; p++, n++)

@@ -700,6 +700,7 @@ message.timestamp.type CreateTime
 segment.index.bytes 10485760
 index.interval.bytes 4096
 flush.ms 1000
+producer.id.expiration.ms 86400000
 EOF
 	# partition 2: the cleaner gave up on it
 	setfattr -n user.topicfs.first_dirty_offset -v 0 fm/users/2
@@ -848,7 +849,7 @@ for r in rows:
 EOF
 	run 0 "$CTL" describe --json "$M/users"
 	json_ok out
-	"$PY" -c 'import json; d=json.load(open("out")); assert len(d["partitions"]) == 3 and len(d["config"]) == 16 and d["partitions"][0]["live_keys"] == 6, d'
+	"$PY" -c 'import json; d=json.load(open("out")); assert len(d["partitions"]) == 3 and len(d["config"]) == 17 and d["producers"] == [] and d["partitions"][0]["live_keys"] == 6, d'
 }
 
 c_mount_config() {
