@@ -190,18 +190,25 @@ static void an_uncommitted_creation_and_a_half_deletion_are_finished_at_open(voi
 	assert_int_equal(access(p, F_OK), -1);
 }
 
-static void a_partition_directory_without_config_is_a_broker_copy(void **state)
+/* Topic "orig" with k = "broker", and its partition directory copied alone to
+ * "copied-0", as out of a broker's log directory (no config file for it). */
+static void broker_copy(struct fx *f)
 {
-	struct fx *f = *state;
-	struct tfs_topic *t;
 	char src[4200], dst[4200], cmd[9000];
 
 	topic_with_key(f, "orig", 1, 0, 0755, 0, "broker");
-	/* copy only the partition directory, as out of a broker's log dir */
 	snprintf(src, sizeof(src), "%s/orig-0", f->dir);
 	snprintf(dst, sizeof(dst), "%s/copied-0", f->dir);
 	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", src, dst);
 	assert_int_equal(system(cmd), 0);
+}
+
+static void a_partition_directory_without_config_is_a_broker_copy(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+
+	broker_copy(f);
 	f->cfg.read_only = true;
 	open_engine(f);
 	t = tfs_engine_topic_get(f->e, "copied");
@@ -230,13 +237,8 @@ static void a_broker_copy_is_left_alone_until_a_config_is_set(void **state)
 	struct fx *f = *state;
 	struct tfs_topic *t;
 	struct tfs_plog *pl;
-	char src[4200], dst[4200], cmd[9000];
 
-	topic_with_key(f, "orig", 1, 0, 0755, 0, "broker");
-	snprintf(src, sizeof(src), "%s/orig-0", f->dir);
-	snprintf(dst, sizeof(dst), "%s/copied-0", f->dir);
-	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", src, dst);
-	assert_int_equal(system(cmd), 0);
+	broker_copy(f);
 	open_engine(f);
 	t = tfs_engine_topic_get(f->e, "orig");
 	assert_false(tfs_topic_unconfigured(t));
