@@ -66,6 +66,11 @@ struct tfs_topic {
 	int32_t nparts;                  /* read with acquire: grows only */
 	atomic_bool deleted;
 	bool config_refused;             /* topics/<topic> did not load: read-only */
+	/* No topics/<topic> yet (a partition directory copied out of a broker):
+	 * whatever policy the defaults say, the cleaner leaves it alone until a
+	 * change writes that file (a config, owner, mode or partition count).
+	 * Cleared under lock; read by status without it. */
+	atomic_bool unconfigured;
 };
 
 struct tfs_engine {
@@ -151,6 +156,7 @@ int tfs_engine_producer_id(struct tfs_engine *e, int64_t *id, int16_t *epoch)
 }
 bool tfs_topic_deleted(const struct tfs_topic *t) { return atomic_load(&t->deleted); }
 bool tfs_topic_config_refused(const struct tfs_topic *t) { return t->config_refused; }
+bool tfs_topic_unconfigured(struct tfs_topic *t) { return atomic_load(&t->unconfigured); }
 
 int32_t tfs_topic_partition_count(struct tfs_topic *t)
 {
@@ -218,6 +224,8 @@ struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e)
 /* Hands partitions [from, t->nparts) to the cleaner; a failure only costs cleaning. */
 static void cleaner_register(struct tfs_engine *e, struct tfs_topic *t, int32_t from)
 {
+	if (atomic_load(&t->unconfigured))
+		return;                      /* until its config file exists */
 	for (int32_t p = from; e->cleaner && !t->config_refused && p < t->nparts; p++) {
 		int rc = tfs_cleaner_register(e->cleaner, t->parts[p], t->name, p);
 		if (rc < 0)
@@ -226,6 +234,19 @@ static void cleaner_register(struct tfs_engine *e, struct tfs_topic *t, int32_t 
 	}
 }
 
+
+/* After topics/<topic> was written: a topic that had none is the cleaner's
+ * from now on, under the policy its config names. Under t->lock. Returns the
+ * first partition the cleaner still has to be given (0 if it had none, else
+ * from). */
+static int32_t configured_now(struct tfs_topic *t, int32_t from)
+{
+	if (!atomic_exchange(&t->unconfigured, false))
+		return from;
+	tfs_log_info("engine", "topic %s has its %s/%s file now: compacted or trimmed as its "
+	             "cleanup.policy says", t->name, CONFIG_DIR, t->name);
+	return 0;
+}
 
 static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tfs_plog **out)
 {
@@ -613,7 +634,7 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
 	if (rc == 0) {
 		t->parts[partition] = pl;
 		__atomic_store_n(&t->nparts, partition + 1, __ATOMIC_RELEASE);
-		cleaner_register(t->e, t, partition);
+		cleaner_register(t->e, t, configured_now(t, partition));
 		tfs_log_info("engine", "added partition %" PRId32 " to topic %s", partition, t->name);
 	} else {
 		tfs_plog_close(pl);
@@ -659,6 +680,8 @@ static int topic_commit(struct tfs_topic *t, const struct tfs_topic_config *c,
 	}
 	for (int32_t i = 0; i < t->nparts; i++)
 		tfs_plog_set_config(t->parts[i], &t->cfg);
+	if (configured_now(t, t->nparts) == 0)
+		cleaner_register(t->e, t, 0);
 	return 0;
 }
 
@@ -970,8 +993,10 @@ static int load_topics(struct tfs_engine *e)
 				t->meta.partitions = 0;
 				continue;
 			}
-			tfs_log_info("engine", "topic %s has no %s/%s file: using the defaults",
-			             t->name, CONFIG_DIR, t->name);
+			atomic_store(&t->unconfigured, true);
+			tfs_log_warn("engine", "topic %s has no %s/%s file (a copy from a broker?): "
+			             "read with the defaults, neither compacted nor trimmed until a "
+			             "config is set", t->name, CONFIG_DIR, t->name);
 		}
 		t->nparts = 0;
 		if (want <= 0)

@@ -100,6 +100,11 @@ bool tfs_topic_deleted(const struct tfs_topic *t);
  * file stays as the operator left it until it is fixed and the data directory
  * opened again. */
 bool tfs_topic_config_refused(const struct tfs_topic *t);
+/* Whether the topic has no topics/<topic> file (its partition directories came
+ * from a broker): the cleaner neither compacts nor trims it until a change
+ * writes that file (tfs_topic_set_config, _set_owner, _set_mode, a partition
+ * added), whatever cleanup.policy the defaults name. Any thread. */
+bool tfs_topic_unconfigured(struct tfs_topic *t);
 int32_t tfs_topic_partition_count(struct tfs_topic *t);
 /* Borrowed partition log, valid while the caller holds its topic reference and
  * the topic is not deleted. NULL if out of range. */

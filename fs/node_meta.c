@@ -197,6 +197,16 @@ static void write_status(FILE *f, struct tfs_mount *m, const struct part_row *ro
 		        r->topic, r->partition, r->st.log_start_offset, r->st.log_end_offset,
 		        r->st.size_bytes, r->st.segments, r->st.live_keys);
 	}
+	for (size_t i = 0; i < nrows; i++) {
+		struct tfs_topic *t;
+		if (i > 0 && rows[i].topic == rows[i - 1].topic)
+			continue;                /* one line a topic */
+		t = tfs_engine_topic_get(m->engine, rows[i].topic);
+		if (t && tfs_topic_unconfigured(t))
+			fprintf(f, "topic %s has no config: neither compacted nor trimmed until one is "
+			        "set\n", rows[i].topic);
+		tfs_topic_unref(t);
+	}
 }
 
 /* A fresh producer id for whoever opened .topicfs/producer_id. */

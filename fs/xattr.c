@@ -485,6 +485,12 @@ static int set_clean(struct xctx *c, const char *value, size_t size)
 
 	if (!pl)
 		return -ENOENT;
+	if (c->n->topic && tfs_topic_unconfigured(c->n->topic)) {
+		/* a broker's copy: no policy was chosen for it yet (engine.h) */
+		tfs_log_warn("xattr", "no pass on topic %s: it has no config yet; set one "
+		             "(cleanup.policy) first", tfs_topic_name(c->n->topic));
+		return -EPERM;
+	}
 	/* The engine logs a failed pass (and marks the partition uncleanable). */
 	return cl ? tfs_cleaner_clean_now(cl, pl) : TFS_EREADONLY;
 }

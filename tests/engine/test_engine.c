@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/cleaner.h"
 #include "engine/engine.h"
 #include "io/log.h"
 #include "tests/t_util.h"
@@ -189,18 +190,25 @@ static void an_uncommitted_creation_and_a_half_deletion_are_finished_at_open(voi
 	assert_int_equal(access(p, F_OK), -1);
 }
 
-static void a_partition_directory_without_config_is_a_broker_copy(void **state)
+/* Topic "orig" with k = "broker", and its partition directory copied alone to
+ * "copied-0", as out of a broker's log directory (no config file for it). */
+static void broker_copy(struct fx *f)
 {
-	struct fx *f = *state;
-	struct tfs_topic *t;
 	char src[4200], dst[4200], cmd[9000];
 
 	topic_with_key(f, "orig", 1, 0, 0755, 0, "broker");
-	/* copy only the partition directory, as out of a broker's log dir */
 	snprintf(src, sizeof(src), "%s/orig-0", f->dir);
 	snprintf(dst, sizeof(dst), "%s/copied-0", f->dir);
 	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", src, dst);
 	assert_int_equal(system(cmd), 0);
+}
+
+static void a_partition_directory_without_config_is_a_broker_copy(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+
+	broker_copy(f);
 	f->cfg.read_only = true;
 	open_engine(f);
 	t = tfs_engine_topic_get(f->e, "copied");
@@ -218,6 +226,37 @@ static void a_partition_directory_without_config_is_a_broker_copy(void **state)
 		                 TFS_EREADONLY);
 	}
 	assert_int_equal(tfs_engine_topic_create(f->e, "x", 1, 0, 0, 0755), TFS_EREADONLY);
+	tfs_topic_unref(t);
+}
+
+/* A broker's copy (no config file) is neither compacted nor trimmed: the cleaner
+ * does not even know it, until a config set writes the file; then it does, and
+ * a reopen finds the file. */
+static void a_broker_copy_is_left_alone_until_a_config_is_set(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_topic *t;
+	struct tfs_plog *pl;
+
+	broker_copy(f);
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "orig");
+	assert_false(tfs_topic_unconfigured(t));
+	assert_int_equal(tfs_cleaner_clean_now(tfs_engine_cleaner(f->e), tfs_topic_partition(t, 0)),
+	                 0);
+	tfs_topic_unref(t);
+	t = tfs_engine_topic_get(f->e, "copied");
+	assert_non_null(t);
+	assert_true(tfs_topic_unconfigured(t));
+	pl = tfs_topic_partition(t, 0);
+	assert_int_equal(tfs_cleaner_clean_now(tfs_engine_cleaner(f->e), pl), -ENOENT);
+	assert_int_equal(tfs_topic_set_config(t, "cleanup.policy", "delete"), 0);
+	assert_false(tfs_topic_unconfigured(t));
+	assert_int_equal(tfs_cleaner_clean_now(tfs_engine_cleaner(f->e), pl), 0);
+	tfs_topic_unref(t);
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "copied");
+	assert_false(tfs_topic_unconfigured(t));
 	tfs_topic_unref(t);
 }
 
@@ -756,6 +795,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(delete_refuses_live_keys_then_removes_every_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_partition_directory_without_config_is_a_broker_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_broker_copy_is_left_alone_until_a_config_is_set, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(a_249_character_topic_name_persists, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_249_character_topic_is_deleted_for_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_deletion_killed_at_any_step_is_whole_or_gone, setup, teardown),

@@ -412,6 +412,30 @@ c_replaced_segment_files_do_not_stay() {
 	assert_eq 2 "$(find "$DATA/t-0" -name '*.log' | wc -l)" "segments left (the cleaned group, the active one)"
 }
 
+# (j) A partition directory without a config (a broker's copy) is neither
+# compacted nor trimmed under topicfs's default policy: status and the log say
+# so, an explicit pass is refused with EPERM; a config set hands it over.
+c_broker_copy_left_alone() {
+	t_mount -o "$NOBG"
+	mkdir "$MNT/t"
+	echo 1 > "$MNT/t/0/k"; echo 2 > "$MNT/t/0/k"
+	setfattr -n user.topicfs.roll -v 1 "$MNT/t/0"
+	t_umount "$MNT"
+	cp -r "$DATA/t-0" "$DATA/b-0"
+	t_mount -o "$NOBG"
+	grep -qx "topic b has no config: neither compacted nor trimmed until one is set" \
+		"$MNT/.topicfs/status" || fail "no status line: $(cat "$MNT/.topicfs/status")"
+	grep -q "^topic t has no config" "$MNT/.topicfs/status" && fail "a status line for t"
+	t_daemon_log | grep -q "topic b has no topics/b file" || fail "no log line for b"
+	assert_errno EPERM setxattr "$MNT/b/0" user.topicfs.clean 1
+	assert_eq 2 "$(t_hist b/0)" "history of the copy before a config"
+	setfattr -n user.topicfs.cleanup.policy -v compact "$MNT/b"
+	grep -q "^topic b has no config" "$MNT/.topicfs/status" && fail "status line after a config"
+	roll_clean b/0
+	assert_eq 1 "$(t_hist b/0)" "history of the copy after a pass"
+	assert_eq 2 "$(cat "$MNT/b/0/k")" "newest value after the pass"
+}
+
 t_test clean_keeps_newest_at_same_offsets c_clean_keeps_newest_at_same_offsets
 t_test tombstone_horizon_then_gone c_tombstone_horizon_then_gone
 t_test empty_value_is_not_a_tombstone c_empty_value_is_not_a_tombstone
@@ -422,4 +446,5 @@ t_test read_only_has_no_cleaner c_read_only_has_no_cleaner
 t_test metrics c_metrics
 t_test replaced_segment_files_do_not_stay c_replaced_segment_files_do_not_stay
 t_test crash_during_pass c_crash_during_pass
+t_test broker_copy_left_alone c_broker_copy_left_alone
 t_done
