@@ -234,7 +234,11 @@ void tfs_plog_close(struct tfs_plog *pl)
 		 * a snapshot now spares the next open that replay. */
 		if (!pl->env.read_only && pl->failed == 0 && rc == 0 &&
 		    (pl->appended || pl->pstate_replayed)) {
-			int dirfd = tfs__plog_dir_open(pl);
+			/* a deleted topic's partition closes after its directory is gone:
+			 * nothing to keep, nothing to report */
+			int dirfd = open(pl->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dirfd < 0 && errno != ENOENT)
+				tfs_log_error("plog", "cannot open %s: %s", pl->path, strerror(errno));
 			if (dirfd >= 0) {
 				if (!pl->appended || tfs_segment_write_indexes(s, dirfd, true) == 0)
 					(void)tfs__pstate_snapshot(pl, dirfd);   /* logged where it failed */
