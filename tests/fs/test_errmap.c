@@ -30,7 +30,7 @@ static void engine_codes_map_to_their_errnos(void **state)
 	assert_int_equal(tfs_errno(TFS_EDAMAGED, "k"), EIO);
 	assert_int_equal(tfs_errno(TFS_EUNSUPPORTED, "k"), EOPNOTSUPP);
 	assert_int_equal(tfs_errno(TFS_EREADONLY, "k"), EROFS);
-	assert_int_equal(tfs_errno(TFS_ESEQUENCE, "k"), EPROTO);
+	assert_int_equal(tfs_errno(TFS_ESEQUENCE, "k"), EILSEQ);
 	assert_int_equal(tfs_errno(TFS_EFENCED, "k"), EPERM);
 	assert_int_equal(tfs_errno(TFS_EREADONLY, NULL), EROFS);   /* no object named */
 }
