@@ -475,6 +475,24 @@ c_idem_refused() {
 	t_umount
 }
 
+# (o) A user who may not write to a topic cannot touch its producers' state: a
+# batch with another producer's id and a newer epoch (which would fence it) is
+# 29 and changes nothing, and the producer goes on at its next sequence.
+c_idem_permissions() {
+	local u=tfs_kafka_user out pid
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	kmount
+	mkdir "$MNT/p"
+	out=$(kw idem p 0 0)
+	pid=${out##* }
+	assert_eq "0:0" "${out% *}" "the owner's first batch"
+	assert_eq "29:-1 $pid" "$(t_as "$u" "$T_PY" "$KW" "$PORT" idem p 1 0 "$pid")" "another user's batch"
+	assert_eq "0:1 $pid" "$(kw idem p 0 1 "$pid")" "the owner's next batch"
+	assert_eq 2 "$(t_hist p/0)" "records"
+	t_umount
+}
+
 t_test meta_properties c_meta_properties
 t_test loopback_only c_loopback_only
 t_test kcat_both_doors c_kcat_both_doors
@@ -489,4 +507,5 @@ t_test init_producer_id c_init_producer_id
 t_test lost_ack c_lost_ack
 t_test idem_reorder c_idem_reorder
 t_test idem_refused c_idem_refused
+t_test idem_permissions c_idem_permissions
 t_done
