@@ -35,6 +35,7 @@ enum {
 	API_API_VERSIONS = 18,
 	API_CREATE_TOPICS = 19,
 	API_DELETE_TOPICS = 20,
+	API_INIT_PRODUCER_ID = 22,
 };
 
 /* Kafka's error codes (clients/.../common/protocol/Errors.java). */
@@ -86,6 +87,7 @@ static const struct api_range apis[] = {
 	{ API_API_VERSIONS, 0, 3, 3 },
 	{ API_CREATE_TOPICS, 0, 4, 5 },
 	{ API_DELETE_TOPICS, 0, 3, 4 },
+	{ API_INIT_PRODUCER_ID, 0, 1, 2 },
 };
 #define NAPIS (sizeof(apis) / sizeof(apis[0]))
 
@@ -1050,6 +1052,47 @@ static enum tfs_kafka_verdict delete_topics(struct tfs_kafka_ctx *ctx, struct kr
 	return KAFKA_REPLY;
 }
 
+/* ---- InitProducerId (22) ----
+ *
+ * An idempotent producer's id: fresh from the engine's allocator, epoch 0, as
+ * Kafka's transaction coordinator answers a request without a transactional id;
+ * the timeout is then unused. Transactions are not served: a transactional id
+ * gets UNSUPPORTED_VERSION (what Kafka answers for a feature it does not serve),
+ * an empty one INVALID_REQUEST as in Kafka. An id that cannot be reserved (a
+ * read-only mount, a full or failing disk) is KAFKA_STORAGE_ERROR. */
+
+static enum tfs_kafka_verdict init_producer_id(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                               struct kw *w)
+{
+	struct tfs_slice txn;
+	bool null = false;
+	int64_t id = -1;
+	int16_t epoch = -1, err = E_NONE;
+	int rc;
+
+	txn = kr_str(r, &null);
+	(void)kr_i32(r);                        /* transaction timeout */
+	if (r->bad || kr_left(r))
+		return KAFKA_CLOSE;
+	if (!null) {
+		err = txn.len == 0 ? E_INVALID_REQUEST : E_UNSUPPORTED_VERSION;
+		tfs_log_warn("kafka", "InitProducerId with a transactional id: transactions are "
+		             "not served (error %d)", (int)err);
+	} else if ((rc = tfs_engine_producer_id(ctx->k->engine, &id, &epoch)) < 0) {
+		err = E_KAFKA_STORAGE_ERROR;
+		id = -1;
+		epoch = -1;
+		tfs_log_warn("kafka", "InitProducerId: no producer id: %s", tfs_strerror(rc));
+	}
+	begin(w, ctx, false);
+	kw_i32(w, 0);                           /* throttle */
+	kw_i16(w, err);
+	kw_i64(w, id);
+	kw_i16(w, epoch);
+	finish(w);
+	return KAFKA_REPLY;
+}
+
 enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t *frame,
                                         size_t len, struct kw *w)
 {
@@ -1078,6 +1121,8 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		return create_topics(ctx, &r, w);
 	case API_DELETE_TOPICS:
 		return delete_topics(ctx, &r, w);
+	case API_INIT_PRODUCER_ID:
+		return init_producer_id(ctx, &r, w);
 	default:
 		return KAFKA_CLOSE;
 	}

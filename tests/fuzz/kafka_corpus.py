@@ -47,6 +47,9 @@ seeds = {
                            struct.pack(">i", 0) + struct.pack(">i", 1) + s("cleanup.policy") +
                            s("delete") + struct.pack(">ib", 1000, 0)),
     "deletetopics-v3": req(20, 3, struct.pack(">i", 1) + s("f") + struct.pack(">i", 1000)),
+    "initproducerid-v1": req(22, 1, struct.pack(">hi", -1, 60000)),
+    "initproducerid-v0-txn": req(22, 0, s("tx") + struct.pack(">i", 60000)),
+    "produce-v7-idempotent": req(0, 7, kw.produce_body("f", 0, kw.idem_batch(0, 0, 0, b"k", b"v"), -1)),
 }
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():

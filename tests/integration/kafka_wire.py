@@ -66,6 +66,107 @@ def batch(key, value, codec=0):
     return bytes(bb.build())
 
 
+def idem_batch(pid, epoch, seq, key, value):
+    """A one-record batch of idempotent producer pid at epoch, sequence seq."""
+    bb = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                   producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                   batch_size=1 << 20)
+    bb.append(0, timestamp=int(time.time() * 1000), key=key, value=value, headers=[])
+    return bytes(bb.build())
+
+
+def produce_answer(r):
+    """(error, base offset) of a one-partition Produce response."""
+    off = 4 + 4
+    (tl,) = struct.unpack(">h", r[off:off + 2])
+    off += 2 + tl + 4
+    return struct.unpack(">ihq", r[off:off + 14])[1:]
+
+
+def init_pid(s, txn=None):
+    """InitProducerId v1: (error, producer id, epoch)."""
+    t = struct.pack(">h", -1) if txn is None else kstr(txn)
+    s.sendall(frame(22, 1, 3, t + struct.pack(">i", 60000)))
+    r = recv_frame(s)
+    return struct.unpack(">ihqh", r[4:4 + 16])[1:]
+
+
+def proxy(port_file, log_file):
+    """A TCP proxy for one broker: listens on a port the kernel picks (written to
+    port_file), reads the broker's port from stdin, then forwards every
+    connection. It follows the requests on each connection, and the response to
+    the first Produce request for each topic is not passed on: the proxy logs
+    "dropped TOPIC" and closes that client connection instead (the broker has
+    already appended: a lost acknowledgement). The rest is forwarded whole."""
+    import threading
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    with open(port_file + ".tmp", "w") as f:
+        f.write("%d\n" % ls.getsockname()[1])
+    import os
+    os.rename(port_file + ".tmp", port_file)
+    broker = int(sys.stdin.readline())
+    dropped = set()
+    lock = threading.Lock()
+
+    def serve(c):
+        u = socket.create_connection(("127.0.0.1", broker))
+        produce_topics = {}             # correlation id -> topic
+
+        def up():
+            try:
+                while True:
+                    f = recv_frame(c)
+                    if f is None:
+                        break
+                    key, corr = struct.unpack(">h", f[:2])[0], struct.unpack(">i", f[4:8])[0]
+                    if key == 0:            # header, then txn id, acks, timeout,
+                        (cl,) = struct.unpack(">h", f[8:10])  # topic count, topic
+                        off = 10 + max(cl, 0)
+                        (tl,) = struct.unpack(">h", f[off:off + 2])
+                        off += 2 + max(tl, 0) + 2 + 4 + 4
+                        (nl,) = struct.unpack(">h", f[off:off + 2])
+                        produce_topics[corr] = f[off + 2:off + 2 + nl].decode()
+                    u.sendall(struct.pack(">i", len(f)) + f)
+            except OSError:
+                pass
+            try:
+                u.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        threading.Thread(target=up, daemon=True).start()
+        try:
+            while True:
+                f = recv_frame(u)
+                if f is None:
+                    break
+                (corr,) = struct.unpack(">i", f[:4])
+                topic = produce_topics.pop(corr, None)
+                with lock:
+                    drop = topic is not None and topic not in dropped
+                    dropped.add(topic)
+                if drop:
+                    with open(log_file, "a") as lf:
+                        lf.write("dropped %s\n" % topic)
+                    break
+                c.sendall(struct.pack(">i", len(f)) + f)
+        except OSError:
+            pass
+        for x in (c, u):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            x.close()
+
+    while True:
+        c, _ = ls.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
 def produce_body(topic, part, records, acks=1):
     return (struct.pack(">h", -1) + struct.pack(">hi", acks, 30000) + struct.pack(">i", 1) +
             kstr(topic) + struct.pack(">i", 1) + struct.pack(">i", part) +
@@ -76,6 +177,9 @@ def main():
     port = int(sys.argv[1])
     cmd = sys.argv[2]
     args = sys.argv[3:]
+    if cmd == "proxy":                  # PORT_FILE LOG_FILE: see proxy()
+        proxy(args[0], args[1])
+        return
     s = conn(port)
     if cmd == "apiversions":            # VERSION: error code and the keys offered
         v = int(args[0])
@@ -182,6 +286,27 @@ def main():
             pass
         print("stalled", flush=True)
         sys.stdin.read()
+    elif cmd == "initpid":              # [TXN]: error, producer id, epoch
+        print(*init_pid(s, args[0] if args else None))
+    elif cmd == "idem":                 # TOPIC EPOCH SEQS [PID]: see below
+        # One batch per sequence of the comma list SEQS (record key k<seq>), of
+        # producer PID (or a new one from InitProducerId) at EPOCH, all written at
+        # once on this connection; prints "error:base offset" of each, in request
+        # order, then the producer id.
+        pid = int(args[3]) if len(args) > 3 else init_pid(s)[1]
+        epoch = int(args[1])
+        seqs = [int(x) for x in args[2].split(",")]
+        frames = []
+        for i, q in enumerate(seqs):
+            b = idem_batch(pid, epoch, q, b"k%d" % q, b"v%d" % q)
+            frames.append(frame(0, 7, 100 + i, produce_body(args[0], 0, b, -1)))
+        s.sendall(b"".join(frames))
+        out = []
+        for i in range(len(seqs)):
+            r = recv_frame(s)
+            assert struct.unpack(">i", r[:4])[0] == 100 + i
+            out.append("%d:%d" % produce_answer(r))
+        print(" ".join(out), pid)
     else:
         sys.exit("unknown command " + cmd)
 

@@ -215,8 +215,8 @@ c_bad_frames() {
 	mkdir "$MNT/t"
 	echo v > "$MNT/t/0/k"
 	assert_eq "7 35 18:0-3" "$(kw apiversions 9)" "ApiVersions above the range (KIP-511)"
-	assert_match '^7 0 0:3-8 1:4-11 2:1-5 3:0-8 18:0-3 19:0-4 20:0-3$' "$(kw apiversions 0)" "ApiVersions v0"
-	assert_match '^7 0 0:3-8 .* 20:0-3$' "$(kw apiversions 3)" "ApiVersions v3 (flexible)"
+	assert_match '^7 0 0:3-8 1:4-11 2:1-5 3:0-8 18:0-3 19:0-4 20:0-3 22:0-1$' "$(kw apiversions 0)" "ApiVersions v0"
+	assert_match '^7 0 0:3-8 .* 20:0-3 22:0-1$' "$(kw apiversions 3)" "ApiVersions v3 (flexible)"
 	assert_eq closed "$(kw unknown-key)" "unknown api key"
 	assert_eq closed "$(kw bad-version t)" "Produce v1"
 	assert_eq closed "$(kw oversized 65537)" "a frame past socket.request.max.bytes"
@@ -368,6 +368,131 @@ PY
 	t_umount
 }
 
+# (k) InitProducerId: a new id each time, epoch 0, never one handed out before a
+# remount; a transactional id is refused (35; an empty one 42).
+c_init_producer_id() {
+	kmount
+	local a b c
+	a=$(kw initpid); b=$(kw initpid)
+	assert_match '^0 [0-9]+ 0$' "$a" "InitProducerId"
+	assert_match '^0 [0-9]+ 0$' "$b" "InitProducerId again"
+	[ "$a" != "$b" ] || fail "the same producer id twice: $a"
+	assert_eq "35 -1 -1" "$(kw initpid tx)" "a transactional id"
+	assert_eq "42 -1 -1" "$(kw initpid '')" "an empty transactional id"
+	t_umount
+	kmount
+	c=$(kw initpid)
+	a=${a#0 }; b=${b#0 }; c=${c#0 }
+	[ "${c% *}" -gt "${a% *}" ] && [ "${c% *}" -gt "${b% *}" ] ||
+		fail "after a remount id ${c% *} is not above ${a% *} and ${b% *}"
+	t_umount
+}
+
+# hist_keys TOPIC: "offset key|..." of partition 0, from the mount's history view.
+hist_keys() {
+	local f
+	for f in $(ls -A "$MNT/$1/0/.history" | sort); do
+		printf '%d %s|' "$((10#$f))" "$(t_x "$MNT/$1/0/.history/$f" key)"
+	done | sed 's/|$//'
+}
+
+# (l) Seed 001 end to end: a proxy loses the acknowledgement of the first
+# Produce request for each topic (the broker appended it) and drops the
+# connection; librdkafka sends the batch again. With enable.idempotence=true the
+# retry is known by its sequence and the partition holds each record once; with
+# idempotence off the same retry appends the records a second time.
+c_lost_ack() {
+	need_kcat
+	local pin=$T_CASE/proxy.in pport=$T_CASE/proxy.port plog=$T_CASE/proxy.log i pp
+	mkfifo "$pin"
+	"$T_PY" "$KW" 0 proxy "$pport" "$plog" < "$pin" &
+	pp=$!
+	t_on_exit "kill $pp 2> /dev/null || true"
+	exec 7> "$pin"
+	for i in $(seq 100); do [ -s "$pport" ] && break; sleep 0.1; done
+	[ -s "$pport" ] || fail "the proxy did not say its port"
+	kmount "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$pport")"
+	echo "$PORT" >&7
+	mkdir "$MNT/on" "$MNT/off"
+	local x="-X retries=5 -X retry.backoff.ms=100 -X message.timeout.ms=60000 -X linger.ms=50"
+	printf 'k1:v1\nk2:v2\nk3:v3\n' | kcat -b "127.0.0.1:$(cat "$pport"),$BROKER" -P -t on -K: $x \
+		-X enable.idempotence=true 2> "$T_CASE/kcat-on.err" || fail "kcat (idempotent): $(cat "$T_CASE/kcat-on.err")"
+	printf 'k1:v1\nk2:v2\nk3:v3\n' | kcat -b "127.0.0.1:$(cat "$pport"),$BROKER" -P -t off -K: $x \
+		-X enable.idempotence=false 2> "$T_CASE/kcat-off.err" || fail "kcat: $(cat "$T_CASE/kcat-off.err")"
+	exec 7>&-
+	kill "$pp"; wait "$pp" 2> /dev/null || true
+	assert_eq "dropped on|dropped off" "$(sort -r "$plog" | paste -sd'|')" "acknowledgements lost"
+	assert_eq 3 "$(t_hist on/0)" "records of the idempotent producer on disk"
+	assert_eq 3 "$(t_leo on/0)" "log end offset of the idempotent producer's partition"
+	assert_eq "0 k1|1 k2|2 k3" "$(hist_keys on)" "the idempotent producer's records"
+	[ "$(t_hist off/0)" -gt 3 ] || fail "without idempotence the retry did not duplicate: $(hist_keys off)"
+	assert_eq "$(t_hist off/0)" "$(t_leo off/0)" "log end offset without idempotence"
+	t_umount
+}
+
+# (m) Five requests in flight, reordered (as a proxy or a reconnect reorders
+# them): Kafka appends the one that follows, answers 45 to the ones past a gap,
+# and the producer sends those again; a retry of any of the last five batches is
+# answered with its original offset and appends nothing. The partition holds
+# 0..4 once each, in order; a batch older than the last five is 45.
+c_idem_reorder() {
+	kmount
+	mkdir "$MNT/r"
+	local out pid
+	out=$(kw idem r 0 0,2,1,3,4)
+	pid=${out##* }
+	assert_eq "0:0 45:-1 0:1 45:-1 45:-1" "${out% *}" "five batches, the second and third swapped"
+	assert_eq "0:2 0:3 0:4 $pid" "$(kw idem r 0 2,3,4 "$pid")" "the refused ones again"
+	assert_eq "0:0 0:1 0:2 0:3 0:4 $pid" "$(kw idem r 0 0,1,2,3,4 "$pid")" "all five again: their offsets"
+	assert_eq "0:3 0:1 0:4 $pid" "$(kw idem r 0 3,1,4 "$pid")" "retries out of order"
+	assert_eq 5 "$(t_hist r/0)" "records after the retries"
+	assert_eq 5 "$(t_leo r/0)" "log end offset after the retries"
+	assert_eq "0 k0|1 k1|2 k2|3 k3|4 k4" "$(hist_keys r)" "order and no duplicate"
+	assert_eq "0:5 45:-1 $pid" "$(kw idem r 0 5,0 "$pid")" "a batch older than the last five"
+	assert_eq 6 "$(t_leo r/0)" "log end offset"
+	t_umount
+}
+# (n) Refused batches append nothing: a sequence gap is 45, an older epoch 47, a
+# newer epoch not starting at 0 is 45; a newer epoch at 0 is taken (librdkafka
+# bumps its epoch locally); a producer id with no state here is taken at any
+# sequence.
+c_idem_refused() {
+	kmount
+	mkdir "$MNT/e"
+	local out pid
+	out=$(kw idem e 0 0)
+	pid=${out##* }
+	assert_eq "0:0" "${out% *}" "first batch"
+	assert_eq "45:-1 $pid" "$(kw idem e 0 5 "$pid")" "a sequence gap"
+	assert_eq 1 "$(t_leo e/0)" "log end offset after a gap"
+	assert_eq "45:-1 $pid" "$(kw idem e 1 3 "$pid")" "a new epoch not at 0"
+	assert_eq "0:1 $pid" "$(kw idem e 1 0 "$pid")" "a new epoch at 0"
+	assert_eq "47:-1 $pid" "$(kw idem e 0 1 "$pid")" "an older epoch"
+	assert_eq 2 "$(t_leo e/0)" "log end offset after the refusals"
+	assert_eq 2 "$(t_hist e/0)" "records after the refusals"
+	assert_eq "0:2 987654321" "$(kw idem e 3 17 987654321)" "a producer with no state here"
+	assert_eq 3 "$(t_leo e/0)" "log end offset"
+	t_umount
+}
+
+# (o) A user who may not write to a topic cannot touch its producers' state: a
+# batch with another producer's id and a newer epoch (which would fence it) is
+# 29 and changes nothing, and the producer goes on at its next sequence.
+c_idem_permissions() {
+	local u=tfs_kafka_user out pid
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	kmount
+	mkdir "$MNT/p"
+	out=$(kw idem p 0 0)
+	pid=${out##* }
+	assert_eq "0:0" "${out% *}" "the owner's first batch"
+	assert_eq "29:-1 $pid" "$(t_as "$u" "$T_PY" "$KW" "$PORT" idem p 1 0 "$pid")" "another user's batch"
+	assert_eq "0:1 $pid" "$(kw idem p 0 1 "$pid")" "the owner's next batch"
+	assert_eq 2 "$(t_hist p/0)" "records"
+	t_umount
+}
+
 t_test meta_properties c_meta_properties
 t_test loopback_only c_loopback_only
 t_test kcat_both_doors c_kcat_both_doors
@@ -378,4 +503,9 @@ t_test bad_frames c_bad_frames
 t_test connections c_connections
 t_test long_poll c_long_poll
 t_test permissions c_permissions
+t_test init_producer_id c_init_producer_id
+t_test lost_ack c_lost_ack
+t_test idem_reorder c_idem_reorder
+t_test idem_refused c_idem_refused
+t_test idem_permissions c_idem_permissions
 t_done
