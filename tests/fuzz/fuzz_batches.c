@@ -18,7 +18,9 @@
  * max.message.bytes is refused before it is buffered). Then:
  *   - a write succeeds only if every batch it completed was appended: the log end
  *     grows by exactly their records_count; a failed write appended a prefix of
- *     them and nothing else; after a failure every later write fails alike;
+ *     them and nothing else; after a failure every later write fails alike; an
+ *     idempotent producer's batch may instead be taken as a duplicate (nothing
+ *     appended) or refused with EILSEQ or EPERM (producer state);
  *   - a batch the engine took is valid (tfs_batch_verify of the bytes as written)
  *     and its records read back from the log with the same keys, values, headers
  *     and (under CreateTime) timestamps, at consecutive offsets;
@@ -53,57 +55,71 @@ struct stream {
 	bool log_append_time;
 };
 
-/* The records of the accepted batch (its bytes as written) against the log's, from
- * offset at on. */
-static void check_batch_records(struct tfs_plog *pl, const uint8_t *batch, size_t size,
-                                tfs_offset_t at, bool log_append_time)
+/* Where the records of a batch (its bytes as written) differ from the log's from
+ * offset at on, or NULL if the log holds exactly them there. */
+static const char *batch_mismatch(struct tfs_plog *pl, const uint8_t *batch, size_t size,
+                                  tfs_offset_t at, bool log_append_time)
 {
 	struct tfs_record_iter it;
 	struct tfs_plog_cursor *c = NULL;
 	struct tfs_record want, got;
-	const char *why = NULL;
-	int rc, rc2;
+	const char *why = NULL, *diff = NULL;
+	int rc;
 	int32_t n = 0;
 
 	tfs_record_iter_init(&it);
-	rc = tfs_record_iter_reset(&it, batch, size, &why);
-	FZ_CHECK(rc == 0, "an accepted batch does not decode: %s", why ? why : tfs_strerror(rc));
-	rc = tfs_plog_cursor_open(pl, at, &c);
-	FZ_CHECK(rc == 0, "cursor at %lld: %s", (long long)at, tfs_strerror(rc));
-	while ((rc = tfs_record_iter_next(&it, &want, &why)) == 1) {
-		rc2 = tfs_plog_cursor_next(c, &got, NULL);
-		FZ_CHECK(rc2 == 1, "record %d of an accepted batch is not in the log: %s", (int)n,
-		         tfs_strerror(rc2));
-		FZ_CHECK(got.offset == at + n, "record %d at offset %lld, expected %lld", (int)n,
-		         (long long)got.offset, (long long)(at + n));
-		FZ_CHECK(got.key_null == want.key_null && got.key.len == want.key.len &&
-		         (want.key.len == 0 || memcmp(got.key.p, want.key.p, want.key.len) == 0),
-		         "record %d: another key", (int)n);
-		FZ_CHECK(got.value_null == want.value_null && got.value.len == want.value.len &&
-		         (want.value.len == 0 ||
-		          memcmp(got.value.p, want.value.p, want.value.len) == 0),
-		         "record %d: another value", (int)n);
-		FZ_CHECK(got.header_count == want.header_count &&
-		         got.headers_raw.len == want.headers_raw.len &&
-		         (want.headers_raw.len == 0 ||
-		          memcmp(got.headers_raw.p, want.headers_raw.p, want.headers_raw.len) == 0),
-		         "record %d: other headers", (int)n);
-		if (!log_append_time)
-			FZ_CHECK(got.timestamp == want.timestamp, "record %d: timestamp %lld, sent %lld",
-			         (int)n, (long long)got.timestamp, (long long)want.timestamp);
+	if (tfs_record_iter_reset(&it, batch, size, &why) != 0) {
+		tfs_record_iter_release(&it);
+		return "the batch does not decode";
+	}
+	if (tfs_plog_cursor_open(pl, at, &c) != 0) {
+		tfs_record_iter_release(&it);
+		return "no cursor at its offset";
+	}
+	while (!diff && (rc = tfs_record_iter_next(&it, &want, &why)) == 1) {
+		if (tfs_plog_cursor_next(c, &got, NULL) != 1)
+			diff = "a record is not in the log";
+		else if (got.offset != at + n)
+			diff = "a record at another offset";
+		else if (got.key_null != want.key_null || got.key.len != want.key.len ||
+		         (want.key.len && memcmp(got.key.p, want.key.p, want.key.len)))
+			diff = "another key";
+		else if (got.value_null != want.value_null || got.value.len != want.value.len ||
+		         (want.value.len && memcmp(got.value.p, want.value.p, want.value.len)))
+			diff = "another value";
+		else if (got.header_count != want.header_count ||
+		         got.headers_raw.len != want.headers_raw.len ||
+		         (want.headers_raw.len &&
+		          memcmp(got.headers_raw.p, want.headers_raw.p, want.headers_raw.len)))
+			diff = "other headers";
+		else if (!log_append_time && got.timestamp != want.timestamp)
+			diff = "another timestamp";
 		n++;
 	}
-	FZ_CHECK(rc == 0, "an accepted batch's records do not decode: %s", why ? why : "?");
-	FZ_CHECK(n == it.h.records_count, "%d records decoded, the header says %d", (int)n,
-	         (int)it.h.records_count);
+	if (!diff && rc != 0)
+		diff = "the records do not decode";
+	if (!diff && n != it.h.records_count)
+		diff = "fewer records than the header says";
 	tfs_plog_cursor_close(c);
 	tfs_record_iter_release(&it);
+	return diff;
+}
+
+/* The records of an accepted batch are the log's from offset at on. */
+static void check_batch_records(struct tfs_plog *pl, const uint8_t *batch, size_t size,
+                                tfs_offset_t at, bool log_append_time)
+{
+	const char *diff = batch_mismatch(pl, batch, size, at, log_append_time);
+
+	FZ_CHECK(!diff, "an accepted batch at offset %lld: %s", (long long)at, diff ? diff : "");
 }
 
 /* A whole batch the handler will try to append. */
 struct cand {
 	size_t pos, size;
 	int32_t records;
+	int64_t producer_id;            /* >= 0: an idempotent producer's batch */
+	bool resent;                    /* found not appended: a duplicate, or refused */
 	uint8_t *copy;                  /* the bytes as written (the engine rewrites them) */
 };
 
@@ -117,6 +133,7 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 	struct cand *cands = NULL;
 	size_t ncand = 0, ccap = 0, pos = 0, k;
 	int predicted = 0;              /* positive errno the framing predicts */
+	bool producer_unappended = false;
 
 	if (!s->failed) {
 		fz_reserve((void **)&s->buf, &s->cap, s->len + size, 1);
@@ -143,6 +160,8 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 			cands[ncand].pos = pos;
 			cands[ncand].size = bsize;
 			cands[ncand].records = h.records_count;
+			cands[ncand].producer_id = h.producer_id;
+			cands[ncand].resent = false;
 			cands[ncand].copy = malloc(bsize);
 			if (!cands[ncand].copy)
 				abort();
@@ -167,8 +186,20 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 		goto out;
 	}
 	/* The accepted batches are a prefix of the candidates: find it by the records
-	 * the log gained (an accepted batch has at least one). */
-	for (k = 0; k < ncand && cum < delta; k++) {
+	 * the log gained (an accepted batch has at least one). A producer's batch may
+	 * also be taken without being appended (a resent duplicate, docs/format.md on
+	 * producer state) or refused (EILSEQ, EPERM): it is one whose records are not
+	 * where the log goes on. */
+	for (k = 0; k < ncand; k++) {
+		if (cands[k].producer_id >= 0 &&
+		    batch_mismatch(pl, cands[k].copy, cands[k].size, before + cum,
+		                   s->log_append_time)) {
+			cands[k].resent = true;
+			producer_unappended = true;
+			continue;
+		}
+		if (cum >= delta)
+			break;
 		FZ_CHECK(cands[k].records >= 1, "a batch of %d records was accepted",
 		         (int)cands[k].records);
 		cum += cands[k].records;
@@ -177,7 +208,10 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 	         (long long)delta);
 	for (size_t i = 0, at = 0; i < k; i++) {
 		const char *why = NULL;
-		int rc = tfs_batch_verify(cands[i].copy, cands[i].size, &why);
+		int rc;
+		if (cands[i].resent)
+			continue;
+		rc = tfs_batch_verify(cands[i].copy, cands[i].size, &why);
 		FZ_CHECK(rc == 0, "an accepted batch does not verify: %s", why ? why : "?");
 		check_batch_records(pl, cands[i].copy, cands[i].size, before + (tfs_offset_t)at,
 		                    s->log_append_time);
@@ -193,7 +227,9 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 	} else {
 		FZ_CHECK(r.kind == FZ_REPLY_ERR && r.err != 0, "write replied kind %d",
 		         (int)r.kind);
-		if (k == ncand)
+		/* a producer's batch not appended may be the refused one (EILSEQ, EPERM,
+		 * or its own header's EINVAL), as a batch past the prefix may */
+		if (k == ncand && !producer_unappended)
 			FZ_CHECK(r.err == predicted, "a write failed with %d, the framing says %d",
 			         r.err, predicted);
 		s->failed = r.err;
