@@ -65,6 +65,7 @@ struct view {
 	bool opened;
 	tfs_offset_t log_start, log_end;
 	size_t live_keys;
+	size_t records;                 /* in the history from the start */
 	struct fz_key { uint8_t *p; size_t len; } *keys;   /* the live keys, as listed */
 	size_t count, cap;
 };
@@ -142,6 +143,7 @@ static void read_everything(struct tfs_plog *pl, struct view *v)
 		         "history offset %lld outside [%lld, %lld)", (long long)r.offset,
 		         (long long)st.log_start_offset, (long long)st.log_end_offset);
 		prev = r.offset;
+		v->records++;
 	}
 	tfs_plog_cursor_close(c);
 }
@@ -177,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fz_in in = { data, size };
 	char *dir, path[4096];
 	struct view first, second;
+	bool config = false;
 
 	fz_quiet_logs();
 	dir = fz_mkdtemp("segment");
@@ -192,6 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		len |= (uint32_t)fz_u8(&in) << 16;
 		p = fz_take(&in, len, &got);
 		if ((sel & 3) == 3) {
+			config = true;
 			snprintf(path, sizeof(path), "%s/topics", dir);
 			mkdir(path, 0755);
 			snprintf(path, sizeof(path), "%s/topics/%s", dir, TOPIC);
@@ -215,8 +219,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	verify(dir);
 	open_and_read(dir, &first);
 	open_and_read(dir, &second);
-	FZ_CHECK(first.opened == second.opened, "the partition opened once of two times");
-	if (first.opened) {
+	/* A partition directory without a config and without a record is an
+	 * uncommitted creation (docs/format.md): the first open may truncate a
+	 * copy's unreadable tail down to that, and the second then removes it. */
+	FZ_CHECK(first.opened == second.opened ||
+	         (first.opened && !config && first.records == 0 && first.live_keys == 0),
+	         "the partition opened once of two times");
+	if (first.opened && second.opened) {
 		FZ_CHECK(first.log_start == second.log_start && first.log_end == second.log_end,
 		         "a second open sees log [%lld, %lld), the first [%lld, %lld)",
 		         (long long)second.log_start, (long long)second.log_end,
