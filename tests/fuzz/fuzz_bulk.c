@@ -58,6 +58,7 @@ struct mrec {
 
 struct model {
 	bool put;
+	int32_t max_message_bytes;
 	size_t payload_max, line_max;
 	tfs_offset_t base;                  /* the log end before the first write */
 	uint8_t *partial;                   /* the unterminated line so far */
@@ -100,7 +101,8 @@ static int model_line(const struct model *md, const uint8_t *line, size_t len, s
 		line = tab + 1;
 		len -= nlen + 1;
 	}
-	if (r->key_len + len > md->payload_max) {
+	/* the exact bound the handler applies: one record alone in a batch */
+	if ((int64_t)len > tfs_plog_value_max(md->max_message_bytes, r->key_len, !md->put)) {
 		free(r->key);
 		r->key = NULL;
 		return -EFBIG;
@@ -309,6 +311,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = tfs_topic_set_config(t, "max.message.bytes", mmb);
 	FZ_CHECK(rc == 0, "max.message.bytes=%s: %s", mmb, tfs_strerror(rc));
 	tfs_topic_get_config(t, &cfg);
+	md.max_message_bytes = cfg.max_message_bytes;
 	md.payload_max = tfs_record_payload_max(cfg.max_message_bytes);
 	/* node_control.c line_max: a .put line is a name, a tab and the payload */
 	md.line_max = md.payload_max + TFS_KEYNAME_MAX + 1;
