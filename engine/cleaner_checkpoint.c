@@ -28,6 +28,7 @@
 #include "engine/engine.h"
 #include "io/file_util.h"
 #include "io/log.h"
+#include "io/parse.h"
 
 #define CKPT_VERSION 0
 #define CKPT_FILE_MAX (64u << 20)     /* refuse a larger file as corrupt */
@@ -77,19 +78,6 @@ static char *next_line(const char **p, const char *end)
 	return line;
 }
 
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
 static int bad(const char *why, long line)
 {
 	tfs_log_error("cleaner", "malformed %s at line %ld: %s", TFS_CHECKPOINT_FILE, line, why);
@@ -109,14 +97,14 @@ int tfs__ckpt_parse(const char *text, size_t len, struct tfs__ckpt_entry **out, 
 	*out = NULL;
 	*n = 0;
 	line = next_line(&p, end);
-	if (!line || !parse_i64(line, CKPT_VERSION, CKPT_VERSION, &v)) {
+	if (!line || !tfs_parse_i64(line, CKPT_VERSION, CKPT_VERSION, &v)) {
 		rc = bad("version is not 0", lineno);
 		goto out;
 	}
 	free(line);
 	line = next_line(&p, end);
 	lineno++;
-	if (!line || !parse_i64(line, 0, MAX_ENTRIES, &count)) {
+	if (!line || !tfs_parse_i64(line, 0, MAX_ENTRIES, &count)) {
 		rc = bad("bad entry count", lineno);
 		goto out;
 	}
@@ -140,8 +128,8 @@ int tfs__ckpt_parse(const char *text, size_t len, struct tfs__ckpt_entry **out, 
 		part = strtok_r(NULL, " \t\r", &save);
 		off = strtok_r(NULL, " \t\r", &save);
 		if (!topic || !part || !off || strtok_r(NULL, " \t\r", &save) ||
-		    !tfs_topic_name_valid(topic) || !parse_i64(part, 0, INT32_MAX, &pv) ||
-		    !parse_i64(off, 0, INT64_MAX, &ov)) {
+		    !tfs_topic_name_valid(topic) || !tfs_parse_i64(part, 0, INT32_MAX, &pv) ||
+		    !tfs_parse_i64(off, 0, INT64_MAX, &ov)) {
 			rc = bad("expected \"<topic> <partition> <offset>\"", lineno);
 			goto out;
 		}

@@ -9,6 +9,7 @@
 
 #include "fs/fuse_ll.h"
 #include "fs/scratch.h"
+#include "io/parse.h"
 
 /* A direct-I/O read(2) pins (and so faults in) min(its size, max_read) bytes of
  * the caller's buffer before the READ goes out, however short the value. cat and
@@ -59,19 +60,6 @@ static int bad_value(struct tfs_opts *o, const char *arg, const char *why)
 	fprintf(stderr, "topicfs: bad mount option %s: %s\n", arg, why);
 	o->bad = 1;
 	return 0;
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
 }
 
 /* Our options are consumed (return 0); everything else is kept (return 1). */
@@ -144,13 +132,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	val = eq + 1;
 
 	if (!strcmp(name, "max_read")) {
-		if (!parse_i64(val, MAX_READ_MIN, MAX_READ_MAX, &v))
+		if (!tfs_parse_i64(val, MAX_READ_MIN, MAX_READ_MAX, &v))
 			return bad_value(o, arg, "expected bytes between 4096 and 1048576");
 		o->max_read = (unsigned)v;
 		return 1;                         /* the kernel's mount option as well */
 	}
 	if (!strcmp(name, "partitions")) {
-		if (!parse_i64(val, 1, INT32_MAX, &v))
+		if (!tfs_parse_i64(val, 1, INT32_MAX, &v))
 			return bad_value(o, arg, "expected a partition count >= 1");
 		o->engine.default_partitions = (int32_t)v;
 		return 0;
@@ -161,20 +149,20 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	}
 	if (!strcmp(name, "max_open_files")) {
-		if (!parse_i64(val, 16, 1000000, &v))
+		if (!tfs_parse_i64(val, 16, 1000000, &v))
 			return bad_value(o, arg, "expected a number between 16 and 1000000");
 		o->engine.max_open_files = (unsigned)v;
 		return 0;
 	}
 	/* 0 is allowed: no scratch files at all (every create is ENOSPC). */
 	if (!strcmp(name, "scratch_max_bytes")) {
-		if (!parse_i64(val, 0, SCRATCH_MAX_BYTES_LIMIT, &v))
+		if (!tfs_parse_i64(val, 0, SCRATCH_MAX_BYTES_LIMIT, &v))
 			return bad_value(o, arg, "expected bytes between 0 and 2^40");
 		o->scratch_max_bytes = (uint64_t)v;
 		return 0;
 	}
 	if (!strcmp(name, "scratch_max_files")) {
-		if (!parse_i64(val, 0, SCRATCH_MAX_FILES_LIMIT, &v))
+		if (!tfs_parse_i64(val, 0, SCRATCH_MAX_FILES_LIMIT, &v))
 			return bad_value(o, arg, "expected a number between 0 and 1000000");
 		o->scratch_max_files = (uint32_t)v;
 		return 0;

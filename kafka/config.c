@@ -12,6 +12,7 @@
 
 #include "io/file_util.h"
 #include "io/log.h"
+#include "io/parse.h"
 
 #define META_PROPERTIES "meta.properties"
 #define META_MAX_BYTES 4096
@@ -36,19 +37,6 @@ const char *const *tfs_kafka_config_names(void)
 	return names;
 }
 
-static bool parse_int(const char *s, long long lo, long long hi, long long *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
 static bool parse_bool(const char *s, bool *out)
 {
 	if (!strcmp(s, "true") || !strcmp(s, "1")) {
@@ -66,7 +54,7 @@ int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *po
 {
 	static const char scheme[] = "PLAINTEXT://";
 	const char *h, *colon, *end;
-	long long p;
+	int64_t p;
 	size_t n;
 
 	if (strncmp(s, scheme, sizeof(scheme) - 1) != 0)
@@ -87,7 +75,7 @@ int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *po
 	n = (size_t)(end - h);
 	if (n >= cap || memchr(h, ',', n))
 		return -EINVAL;
-	if (!parse_int(colon + 1, 0, 65535, &p))
+	if (!tfs_parse_i64(colon + 1, 0, 65535, &p))
 		return -EINVAL;
 	memcpy(host, h, n);
 	host[n] = '\0';
@@ -98,7 +86,7 @@ int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *po
 int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const char *value,
                          const char **why)
 {
-	long long v;
+	int64_t v;
 
 	*why = NULL;
 	if (!strcmp(name, "listeners")) {
@@ -116,7 +104,7 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 	}
 	if (!strcmp(name, "node.id")) {
 		*why = "expected a node id between 0 and 2147483647";
-		if (!parse_int(value, 0, INT32_MAX, &v))
+		if (!tfs_parse_i64(value, 0, INT32_MAX, &v))
 			return -EINVAL;
 		c->node_id = (int32_t)v;
 		return 0;
@@ -127,21 +115,21 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 	}
 	if (!strcmp(name, "socket.request.max.bytes")) {
 		*why = "expected bytes between 1024 and 2147483647";
-		if (!parse_int(value, 1024, INT32_MAX, &v))
+		if (!tfs_parse_i64(value, 1024, INT32_MAX, &v))
 			return -EINVAL;
 		c->request_max_bytes = (int32_t)v;
 		return 0;
 	}
 	if (!strcmp(name, "num.partitions")) {
 		*why = "expected a partition count >= 1";
-		if (!parse_int(value, 1, INT32_MAX, &v))
+		if (!tfs_parse_i64(value, 1, INT32_MAX, &v))
 			return -EINVAL;
 		c->num_partitions = (int32_t)v;
 		return 0;
 	}
 	if (!strcmp(name, "num.network.threads")) {
 		*why = "expected a thread count between 1 and 64";
-		if (!parse_int(value, 1, 64, &v))
+		if (!tfs_parse_i64(value, 1, 64, &v))
 			return -EINVAL;
 		c->threads = (int)v;
 		return 0;
@@ -245,8 +233,8 @@ int tfs_kafka_meta_parse(const char *text, char cluster_id[TFS_KAFKA_CLUSTER_ID_
 				have_cluster = true;
 			} else if ((klen == 7 && !memcmp(line, "node.id", 7)) ||
 			           (klen == 9 && !memcmp(line, "broker.id", 9))) {
-				long long v;
-				if (!parse_int(val, 0, INT32_MAX, &v)) {
+				int64_t v;
+				if (!tfs_parse_i64(val, 0, INT32_MAX, &v)) {
 					*why = "node.id is not a number between 0 and 2147483647";
 					return -EINVAL;
 				}
