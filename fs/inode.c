@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <xxhash.h>
 
 #include "fs/fuse_ll.h"
@@ -229,14 +228,6 @@ static struct tfs_node *idents_find(struct tfs_inode_table *t, uint64_t hash,
 
 /* ---- nodes --------------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A KEY node about to be created for hash: if it takes over from a node retired
  * moments ago, the end of that retirement's hold, else 0. A hash collision only
  * keeps another key's readers off the page cache for a while. Table lock held. */
@@ -247,7 +238,7 @@ static uint64_t successor_hold(struct tfs_inode_table *t, uint64_t hash)
 	for (unsigned i = 0; i < RETIRED_RING; i++)
 		if (t->retired[i].hash == hash && t->retired[i].until_ns > until)
 			until = t->retired[i].until_ns;
-	return until && until > now_ns() ? until : 0;
+	return until && until > tfs_inode_clock_ns() ? until : 0;
 }
 
 static void node_free(struct tfs_inode_table *t, struct tfs_node *n)
@@ -486,7 +477,7 @@ void tfs_inode_retire(struct tfs_inode_table *t, struct tfs_node *n, unsigned ho
 	if (!n->retired && !n->unlinked) {
 		n->retired = true;
 		t->retired[t->retired_next].hash = n->ident_hash;
-		t->retired[t->retired_next].until_ns = now_ns() + (uint64_t)hold_ms * 1000000ull;
+		t->retired[t->retired_next].until_ns = tfs_inode_clock_ns() + (uint64_t)hold_ms * 1000000ull;
 		t->retired_next = (t->retired_next + 1) % RETIRED_RING;
 	}
 	pthread_mutex_unlock(&n->lock);

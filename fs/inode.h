@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "engine/types.h"
 
@@ -174,6 +175,16 @@ void tfs_inode_forget(struct tfs_inode_table *t, uint64_t nodeid, uint64_t n);
 
 /* unlink / rmdir: the node loses its name (leaves the identity map, unlinked). */
 void tfs_inode_unhash(struct tfs_inode_table *t, struct tfs_node *n);
+/* The clock of successor_until_ns and of tfs_inode_retire's hold: CLOCK_MONOTONIC
+ * in nanoseconds. */
+static inline uint64_t tfs_inode_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* A KEY node with page-cache readers and a writer on its way (node_key.c): the
  * node stays in the identity map, retired (not unlinked: it keeps its key for
  * reading), and lookups pass it by, so the next lookup of its name makes a fresh

@@ -540,21 +540,20 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 
 /* ---- open, read, write, flush, release, fsync ----------------------------- */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* May a reader opening n now use the page cache? Not while a writer is open or on
  * its way (see the top of this file). Node lock held. */
 static bool page_cache_allowed_locked(const struct tfs_mount *m, const struct tfs_node *n)
 {
 	if (!m->reader_cache || n->writers || n->unlinked || n->retired)
 		return false;
-	return !n->successor_until_ns || n->successor_until_ns <= mono_ns();
+	return !n->successor_until_ns || n->successor_until_ns <= tfs_inode_clock_ns();
+}
+
+/* Would a writer on n share its inode with page-cache readers (or reach a
+ * retired node, which may have them)? Node lock held. */
+static bool shares_page_cache_locked(const struct tfs_node *n)
+{
+	return n->retired || n->cache_users > 0;
 }
 
 /* The kernel would change the i_size page-cache readers of n share: retire n so
@@ -579,7 +578,7 @@ int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	bool refuse;
 
 	pthread_mutex_lock(&n->lock);
-	refuse = n->retired || n->cache_users > 0;
+	refuse = shares_page_cache_locked(n);
 	if (!refuse) {
 		tfs_key__link_locked(n, h);     /* new readers now use direct_io */
 		if (h->pending)
@@ -994,7 +993,7 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 			pthread_mutex_unlock(&n->lock);
 		} else {
 			pthread_mutex_lock(&n->lock);
-			rc = n->retired || n->cache_users > 0 ? -ESTALE : 0;
+			rc = shares_page_cache_locked(n) ? -ESTALE : 0;
 			pthread_mutex_unlock(&n->lock);
 			/* truncate(2) looks the path up again after ESTALE */
 			rc = rc < 0 ? retire_for_writer(m, n) :
