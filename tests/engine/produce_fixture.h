@@ -1,5 +1,5 @@
 /* produce_fixture.h - what the producer-batch suites share (test_plog_produce.c,
- * test_plog_pstate.c): one partition log in a fresh directory, reopened by
+ * test_plog_pstate.c, test_plog_fetch.c): one partition log in a fresh directory, reopened by
  * open_pl, and a batch builder. Include after <cmocka.h>; everything is static. */
 #ifndef TFS_PRODUCE_FIXTURE_H
 #define TFS_PRODUCE_FIXTURE_H

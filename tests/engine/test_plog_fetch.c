@@ -22,42 +22,14 @@
 #include "io/log.h"
 #include "tests/t_util.h"
 
-struct fx {
-	struct tfs_io *io;
-	struct tfs_fdcache *fdc;
-	struct tfs_topic_config cfg;
-	char *dir;
-	char path[4096];
-	struct tfs_plog *pl;
-};
+#define FX_DIR_PREFIX "fetch"
+#include "tests/engine/produce_fixture.h"
 
-static int setup(void **state)
+/* The fixture with its partition log open. */
+static int setup_open(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	struct tfs_plog_env env;
-
-	tfs_log_set_level(TFS_LOG_ERROR);
-	f->io = t_io();
-	f->fdc = tfs_fdcache_create(f->io, 64);
-	tfs_topic_config_defaults(&f->cfg);
-	f->dir = t_mkdtemp("fetch");
-	snprintf(f->path, sizeof(f->path), "%s/t-0", f->dir);
-	env = (struct tfs_plog_env){ f->io, f->fdc, &f->cfg, false };
-	assert_int_equal(tfs_plog_open(&env, f->path, true, &f->pl), 0);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	tfs_plog_close(f->pl);
-	tfs_fdcache_destroy(f->fdc);
-	tfs_io_destroy(f->io);
-	t_rmtree(f->dir);
-	free(f->dir);
-	free(f);
+	setup(state);
+	open_pl(*state);
 	return 0;
 }
 
@@ -262,11 +234,11 @@ static void test_append_hook(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_from_inside_a_batch, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_byte_bound, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_across_segments, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_offset_for_time, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_append_hook, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_from_inside_a_batch, setup_open, teardown),
+		cmocka_unit_test_setup_teardown(test_byte_bound, setup_open, teardown),
+		cmocka_unit_test_setup_teardown(test_across_segments, setup_open, teardown),
+		cmocka_unit_test_setup_teardown(test_offset_for_time, setup_open, teardown),
+		cmocka_unit_test_setup_teardown(test_append_hook, setup_open, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
