@@ -62,4 +62,18 @@ static void open_pl(struct fx *f)
 	assert_int_equal(tfs_plog_open(&env, f->path, true, &f->pl), 0);
 }
 
+/* A crash sweep: crash_at(f, n) crashes the n-th I/O step of a scenario and
+ * checks the recovery, true once the scenario ran to its end without reaching
+ * step n. The sweep must take more than 20 steps and end before max. */
+static inline void sweep_crash_points(struct fx *f, bool (*crash_at)(struct fx *, int), int max)
+{
+	int n;
+
+	for (n = 1; n < max; n++)
+		if (crash_at(f, n))
+			break;
+	assert_true(n > 20 && n < max);
+	print_message("crash points tried: %d\n", n);
+}
+
 #endif
