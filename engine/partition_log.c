@@ -377,9 +377,8 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 	return last_offset - s->base_offset > INT32_MAX;
 }
 
-/* Seals the active segment (indexes written, everything fsynced) and publishes a
- * new list with a fresh active segment at end_offset. Leader only. */
-static int roll_locked(struct tfs_plog *pl)
+/* Rolls as the leader (plog_internal.h). */
+int tfs__plog_roll_locked(struct tfs_plog *pl)
 {
 	struct tfs_segment *old = active_segment(pl), *fresh = NULL;
 	struct tfs_seglist *nl;
@@ -763,7 +762,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	 * made again after. */
 	if (should_roll(pl, g.total, next, incoming_ts)) {
 		undo_producers(pl, chg, nchg);
-		rc = roll_locked(pl);
+		rc = tfs__plog_roll_locked(pl);
 		if (rc < 0) {
 			nchg = 0;
 			goto out;
@@ -1289,7 +1288,7 @@ int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms)
 static int roll_exclusive(struct tfs_plog *pl, void *arg)
 {
 	(void)arg;
-	return tfs_segment_size(active_segment(pl)) > 0 ? roll_locked(pl) : 0;
+	return tfs_segment_size(active_segment(pl)) > 0 ? tfs__plog_roll_locked(pl) : 0;
 }
 
 int tfs_plog_roll(struct tfs_plog *pl)

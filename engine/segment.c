@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "engine/segment.h"
 #include "io/log.h"
@@ -250,6 +251,23 @@ int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
 		s->first_batch_timestamp = max_ts;
 	s->next_offset = last + 1;
 	return 0;
+}
+
+int64_t tfs_segment_largest_timestamp(struct tfs_segment *s)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (s->max_timestamp >= 0)
+		return s->max_timestamp;
+	fd = tfs_fdcache_get(s->fdcache, &s->log);
+	if (fd < 0)
+		return tfs_now_ms();
+	rc = fstat(fd, &st);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	if (rc < 0)
+		return tfs_now_ms();
+	return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 }
 
 tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target)

@@ -144,6 +144,10 @@ ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t
  * index entries by Kafka's rule. -ENOMEM leaves the indexes unchanged. */
 int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
                            tfs_offset_t base, tfs_offset_t last, int64_t max_ts);
+/* Kafka's largestTimestamp: the largest record timestamp, or, when no record has
+ * one, the .log's modification time in ms (now when it cannot be read). Under the
+ * partition's lock or as its leader (the active segment's maximum moves). */
+int64_t tfs_segment_largest_timestamp(struct tfs_segment *s);
 /* Position to start scanning for target (largest index entry <= target). */
 tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target);
 /* True when the offset index can take no more entries (segment.index.bytes). */
