@@ -240,7 +240,10 @@ void tfs_plog_close(struct tfs_plog *pl)
 			if (dirfd < 0 && errno != ENOENT)
 				tfs_log_error("plog", "cannot open %s: %s", pl->path, strerror(errno));
 			if (dirfd >= 0) {
-				if (!pl->appended || tfs_segment_write_indexes(s, dirfd, true) == 0)
+				/* Kafka's close: the active segment's time index gets its
+				 * final entry too */
+				if (!pl->appended || (tfs_segment_timeindex_final(s) == 0 &&
+				                      tfs_segment_write_indexes(s, dirfd, true) == 0))
 					(void)tfs__pstate_snapshot(pl, dirfd);   /* logged where it failed */
 				close(dirfd);
 			}
@@ -368,9 +371,10 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 		seg_ms = pl->cfg.max_compaction_lag_ms;
 	if (size > pl->cfg.segment_bytes - (int64_t)incoming)
 		return true;
-	if (s->first_batch_timestamp > 0 ? incoming_ts > s->first_batch_timestamp &&
-	                                       incoming_ts - s->first_batch_timestamp > seg_ms
-	                                 : tfs_now_ms() - s->created_ms > seg_ms)
+	/* timeWaitedForRoll: from the first batch's timestamp when it has one (0 is a
+	 * timestamp), else from the segment's creation */
+	if (s->first_batch_timestamp >= 0 ? incoming_ts - s->first_batch_timestamp > seg_ms
+	                                  : tfs_now_ms() - s->created_ms > seg_ms)
 		return true;
 	if (tfs_segment_index_full(s, pl->cfg.segment_index_bytes))
 		return true;
@@ -390,6 +394,11 @@ int tfs__plog_roll_locked(struct tfs_plog *pl)
 	if (rc < 0)
 		goto fail;
 	old->sealed = true;
+	pthread_rwlock_wrlock(&pl->lock);     /* time lookups read the array */
+	rc = tfs_segment_timeindex_final(old);
+	pthread_rwlock_unlock(&pl->lock);
+	if (rc < 0)
+		goto fail;
 	dirfd = tfs__plog_dir_open(pl);
 	if (dirfd < 0) {
 		rc = dirfd;
