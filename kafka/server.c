@@ -55,6 +55,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,16 +167,29 @@ static bool starve(struct conn *c)
 	return true;
 }
 
-static void starved_remove(struct conn *c)
+/* The link at offset link of a connection: pnext or snext. */
+static struct conn **link_at(struct conn *c, size_t link)
 {
-	for (struct conn **pp = &c->lp->starved; *pp; pp = &(*pp)->snext)
+	return (struct conn **)((char *)c + link);
+}
+
+/* Unlinks c from a loop's list of parked or starved connections, whose links
+ * are at offset link in each connection. */
+static void list_unlink(struct conn **head, struct conn *c, size_t link)
+{
+	for (struct conn **pp = head; *pp; pp = link_at(*pp, link))
 		if (*pp == c) {
-			*pp = c->snext;
+			*pp = *link_at(c, link);
 			break;
 		}
+	*link_at(c, link) = NULL;
+}
+
+static void starved_remove(struct conn *c)
+{
+	list_unlink(&c->lp->starved, c, offsetof(struct conn, snext));
 	atomic_fetch_sub(&c->lp->k->starved, 1);
 	c->starved = false;
-	c->snext = NULL;
 }
 
 /* Frees c's input buffer, giving back what it took. */
@@ -199,14 +213,9 @@ static void resp_free(struct tfs_kafka *k, struct resp *r)
 
 static void park_remove(struct conn *c)
 {
-	for (struct conn **pp = &c->lp->parked; *pp; pp = &(*pp)->pnext)
-		if (*pp == c) {
-			*pp = c->pnext;
-			break;
-		}
+	list_unlink(&c->lp->parked, c, offsetof(struct conn, pnext));
 	atomic_fetch_sub(&c->lp->k->parked, 1);
 	c->parked = false;
-	c->pnext = NULL;
 }
 
 static void conn_close(struct conn *c)
