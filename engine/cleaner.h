@@ -120,8 +120,9 @@ void tfs_cleaner_unregister(struct tfs_cleaner *c, struct tfs_plog *pl);
  * or pl was unregistered meanwhile, -ENOENT, TFS_EREADONLY. */
 int tfs_cleaner_clean_now(struct tfs_cleaner *c, struct tfs_plog *pl);
 /* Applies retention.ms / retention.bytes to pl now (delete policy only; whole
- * closed segments from the log start; the log start offset moves; keys whose
- * newest record went leave the key directory). *deleted_segments may be NULL.
+ * segments from the log start, the active one too once it holds records and has
+ * expired, after a roll that keeps the log end offset; the log start offset moves;
+ * keys whose newest record went leave the key directory). *deleted_segments may be NULL.
  * Waits while a pass runs on pl. Errors as tfs_cleaner_clean_now. */
 int tfs_cleaner_enforce_retention(struct tfs_cleaner *c, struct tfs_plog *pl,
                                   int *deleted_segments);

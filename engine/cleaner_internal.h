@@ -309,12 +309,14 @@ struct tfs__retention_result {
 	int64_t bytes;
 	tfs_offset_t log_start;        /* after */
 	size_t keys_removed;
+	bool rolled;                   /* the active segment went: a roll came first */
 };
 
-/* Deletes the prefix of closed segments past retention.ms (largest timestamp older
- * than now - retention.ms) or beyond retention.bytes, as the group-commit leader;
- * keys whose newest record was in them leave the key directory. No-op unless the
- * policy has delete. */
+/* Deletes the prefix of segments past retention.ms (largest timestamp older than
+ * now - retention.ms) or beyond retention.bytes, as the group-commit leader; keys
+ * whose newest record was in them leave the key directory. A non-empty active
+ * segment that expires is rolled and deleted too: the log end offset stays, and the
+ * log start offset becomes it. No-op unless the policy has delete. */
 int tfs__retention_apply(struct tfs_plog *pl, const struct tfs_topic_config *cfg, int64_t now_ms,
                          struct tfs__retention_result *out);
 

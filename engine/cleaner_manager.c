@@ -694,8 +694,9 @@ static int run_retention(struct tfs_cleaner *c, struct part *p, int *deleted)
 		*deleted = res.segments;
 	if (res.segments > 0)
 		tfs__cleaner_log_line(&c->log, tfs__cleaner_now(c),
-		                      "%s: retention deleted %d segments (%" PRId64 " bytes, %zu keys); "
+		                      "%s: retention deleted %d segments%s (%" PRId64 " bytes, %zu keys); "
 		                      "log start offset now %" PRId64 "%s%s", p->name, res.segments,
+		                      res.rolled ? ", the active one rolled first" : "",
 		                      res.bytes, res.keys_removed, res.log_start,
 		                      rc < 0 ? "; error: " : "", rc < 0 ? tfs_strerror(rc) : "");
 	else if (rc < 0)

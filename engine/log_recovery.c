@@ -654,7 +654,13 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		if (seg->base_offset > expect)
 			expect = seg->base_offset;
 		n++;
-		if (!last) {
+		if (last) {
+			/* as Kafka's recovery does, and its close: the newest timestamp
+			 * of the active segment gets its entry */
+			rc = tfs_segment_timeindex_final(seg);
+			if (rc < 0)
+				goto out;
+		} else {
 			seg->sealed = true;
 			if (!pl->env.read_only && seg->corrupt_at < 0 && !tfs_segment_indexes_match(seg)) {
 				tfs_log_warn("recovery", "rebuilt index of %s/%020" PRId64 ".log", pl->path,

@@ -240,7 +240,10 @@ void tfs_plog_close(struct tfs_plog *pl)
 			if (dirfd < 0 && errno != ENOENT)
 				tfs_log_error("plog", "cannot open %s: %s", pl->path, strerror(errno));
 			if (dirfd >= 0) {
-				if (!pl->appended || tfs_segment_write_indexes(s, dirfd, true) == 0)
+				/* Kafka's close: the active segment's time index gets its
+				 * final entry too */
+				if (!pl->appended || (tfs_segment_timeindex_final(s) == 0 &&
+				                      tfs_segment_write_indexes(s, dirfd, true) == 0))
 					(void)tfs__pstate_snapshot(pl, dirfd);   /* logged where it failed */
 				close(dirfd);
 			}
@@ -368,18 +371,18 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 		seg_ms = pl->cfg.max_compaction_lag_ms;
 	if (size > pl->cfg.segment_bytes - (int64_t)incoming)
 		return true;
-	if (s->first_batch_timestamp > 0 ? incoming_ts > s->first_batch_timestamp &&
-	                                       incoming_ts - s->first_batch_timestamp > seg_ms
-	                                 : tfs_now_ms() - s->created_ms > seg_ms)
+	/* timeWaitedForRoll: from the first batch's timestamp when it has one (0 is a
+	 * timestamp), else from the segment's creation */
+	if (s->first_batch_timestamp >= 0 ? incoming_ts - s->first_batch_timestamp > seg_ms
+	                                  : tfs_now_ms() - s->created_ms > seg_ms)
 		return true;
 	if (tfs_segment_index_full(s, pl->cfg.segment_index_bytes))
 		return true;
 	return last_offset - s->base_offset > INT32_MAX;
 }
 
-/* Seals the active segment (indexes written, everything fsynced) and publishes a
- * new list with a fresh active segment at end_offset. Leader only. */
-static int roll_locked(struct tfs_plog *pl)
+/* Rolls as the leader (plog_internal.h). */
+int tfs__plog_roll_locked(struct tfs_plog *pl)
 {
 	struct tfs_segment *old = active_segment(pl), *fresh = NULL;
 	struct tfs_seglist *nl;
@@ -391,6 +394,11 @@ static int roll_locked(struct tfs_plog *pl)
 	if (rc < 0)
 		goto fail;
 	old->sealed = true;
+	pthread_rwlock_wrlock(&pl->lock);     /* time lookups read the array */
+	rc = tfs_segment_timeindex_final(old);
+	pthread_rwlock_unlock(&pl->lock);
+	if (rc < 0)
+		goto fail;
 	dirfd = tfs__plog_dir_open(pl);
 	if (dirfd < 0) {
 		rc = dirfd;
@@ -763,7 +771,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	 * made again after. */
 	if (should_roll(pl, g.total, next, incoming_ts)) {
 		undo_producers(pl, chg, nchg);
-		rc = roll_locked(pl);
+		rc = tfs__plog_roll_locked(pl);
 		if (rc < 0) {
 			nchg = 0;
 			goto out;
@@ -1289,7 +1297,7 @@ int tfs_plog_flush_if_older(struct tfs_plog *pl, int64_t max_age_ms)
 static int roll_exclusive(struct tfs_plog *pl, void *arg)
 {
 	(void)arg;
-	return tfs_segment_size(active_segment(pl)) > 0 ? roll_locked(pl) : 0;
+	return tfs_segment_size(active_segment(pl)) > 0 ? tfs__plog_roll_locked(pl) : 0;
 }
 
 int tfs_plog_roll(struct tfs_plog *pl)

@@ -175,9 +175,11 @@ int tfs_plog_offset_for_time(struct tfs_plog *pl, int64_t ts, tfs_offset_t *offs
 	pthread_rwlock_rdlock(&pl->lock);   /* the active segment's max timestamp moves */
 	l = pl->segs;
 	hw = pl->end_offset;
+	/* Kafka's fetchOffsetByTimestamp: the first segment with a record that new,
+	 * from where its time index says the search may start */
 	for (int i = 0; i < l->count && from < 0; i++)
 		if (l->seg[i]->max_timestamp >= ts)
-			from = l->seg[i]->base_offset;
+			from = tfs_segment_time_lookup(l->seg[i], ts);
 	pthread_rwlock_unlock(&pl->lock);
 	if (from < 0)
 		return -ENOENT;

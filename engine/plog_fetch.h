@@ -69,7 +69,8 @@ int tfs_plog_span_read(const struct tfs_plog_span *s, void *buf);
 
 /* The offset and timestamp of the first record (in offset order) whose timestamp
  * is >= ts, below the high watermark; -ENOENT (not logged) when there is none.
- * Segments whose newest timestamp is older are skipped whole. */
+ * Segments whose newest timestamp is older are skipped whole, and the search in
+ * the first other one starts where its time index points. */
 int tfs_plog_offset_for_time(struct tfs_plog *pl, int64_t ts, tfs_offset_t *offset,
                              int64_t *timestamp);
 

@@ -93,6 +93,12 @@ int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
  * pl->lock held for writing. Returns fn's result. */
 int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
 
+/* Seals the active segment (indexes written, everything fsynced) and publishes a
+ * new list with a fresh, empty active segment at end_offset; takes a producer
+ * snapshot there. As the leader only (an append, or fn of tfs__plog_run_exclusive).
+ * 0 or a negative errno (logged); on failure the old segment stays active. */
+int tfs__plog_roll_locked(struct tfs_plog *pl);
+
 /* A reusable encoder, lent to one appender at a time (partition_log.c, submit):
  * the builder and key hashes of a unit it encodes, and for a producer's batch
  * (tfs_plog_append_batch) the decoder and the records found in it. */

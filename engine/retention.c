@@ -1,21 +1,25 @@
-/* retention.c - the delete policy: whole closed segments leave the log from its
- * start once they are past retention.ms or beyond retention.bytes (Kafka's
+/* retention.c - the delete policy: whole segments leave the log from its start
+ * once they are past retention.ms or beyond retention.bytes (Kafka's
  * deleteRetentionMsBreachedSegments and deleteRetentionSizeBreachedSegments;
  * compact,delete applies this and compaction both).
  *
- * Which segments: a prefix of the closed segments (the active one never goes;
- * `roll` closes it). By time: while the segment's largest timestamp (its max record
- * timestamp, or when it was created if it has none) is more than retention.ms before
- * now. By size: while the log without the segment is still at least
- * retention.bytes. The prefix is the longer of the two. The log start offset
- * becomes the base of the first segment left.
+ * Which segments: a prefix of the log (Kafka's LocalLog.deletableSegments). By time:
+ * while the segment's largest timestamp (its max record timestamp, or its .log's
+ * modification time if it has none) is more than retention.ms before now. By size:
+ * while the log without the segment is still at least retention.bytes. The prefix
+ * is the longer of the two. The active segment belongs to it when it holds records
+ * and the rule reaches it; an empty active segment never does.
  *
- * How: as the group-commit leader, publish the shorter list (pl->lock held for
- * writing, which also removes from the key directory every key whose newest record
- * was in the deleted segments: its file vanishes with them), then rename each
- * deleted segment's files .deleted, ascending (unlinked when the last reader lets
- * go), and fsync the directory. A crash part way leaves a shorter prefix deleted
- * (recovery removes *.deleted files and orphan indexes): never a hole.
+ * How: as the group-commit leader. When the prefix is the whole log, first roll
+ * (Kafka does the same: a log always keeps a segment), so that a fresh, empty active
+ * segment starts at the log end offset: offsets keep counting from there and the
+ * log start offset becomes the log end offset. Then publish the shorter list
+ * (pl->lock held for writing, which also removes from the key directory every key
+ * whose newest record was in the deleted segments: its file vanishes with them),
+ * rename each deleted segment's files .deleted, ascending (unlinked when the last
+ * reader lets go), and fsync the directory. A crash part way leaves a shorter prefix
+ * deleted (recovery removes *.deleted files and orphan indexes): never a hole; a
+ * crash after the roll leaves a sealed expired segment that the next run deletes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -74,25 +78,25 @@ nomem:
 	return 1;
 }
 
-static int64_t largest_timestamp(const struct tfs_segment *s)
-{
-	return s->max_timestamp >= 0 ? s->max_timestamp : s->created_ms;
-}
-
-/* Number of closed segments at the start of l that retention deletes. */
+/* Number of segments at the start of l that retention deletes; l->count when the
+ * active segment goes too. Under pl->lock or as the leader (the active segment's
+ * size and timestamps move). */
 static int deletable_prefix(const struct tfs_seglist *l, const struct tfs_topic_config *cfg,
                             int64_t now_ms)
 {
-	int closed = l->count - 1, by_time = 0, by_size = 0;
+	int eligible = l->count, by_time = 0, by_size = 0;
 
+	if (tfs_segment_size(l->seg[l->count - 1]) == 0)
+		eligible--;                    /* an empty active segment stays */
 	if (cfg->retention_ms >= 0)
-		while (by_time < closed && now_ms - largest_timestamp(l->seg[by_time]) > cfg->retention_ms)
+		while (by_time < eligible &&
+		       now_ms - tfs_segment_largest_timestamp(l->seg[by_time]) > cfg->retention_ms)
 			by_time++;
 	if (cfg->retention_bytes >= 0) {
 		int64_t diff = -cfg->retention_bytes;
 		for (int i = 0; i < l->count; i++)
 			diff += tfs_segment_size(l->seg[i]);
-		while (by_size < closed && diff - tfs_segment_size(l->seg[by_size]) >= 0)
+		while (by_size < eligible && diff - tfs_segment_size(l->seg[by_size]) >= 0)
 			diff -= tfs_segment_size(l->seg[by_size++]);
 	}
 	return by_time > by_size ? by_time : by_size;
@@ -113,6 +117,14 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 
 	if (k == 0)
 		return 0;
+	if (k == cur->count) {
+		/* the whole log expired: an empty active segment at the end offset first */
+		rc = tfs__plog_roll_locked(pl);
+		if (rc < 0)
+			return rc;
+		cur = pl->segs;
+		a->out->rolled = true;
+	}
 	/* before the commit: a partition holds no descriptor (plog_internal.h) */
 	dirfd = tfs__plog_dir_open(pl);
 	if (dirfd < 0)
@@ -185,10 +197,11 @@ int tfs__retention_apply(struct tfs_plog *pl, const struct tfs_topic_config *cfg
 	    (cfg->retention_ms < 0 && cfg->retention_bytes < 0) || pl->env.read_only)
 		return 0;
 	/* cheap look first: only lead the append queue when something goes */
-	l = tfs__seglist_get(pl);
+	pthread_rwlock_rdlock(&pl->lock);
+	l = pl->segs;
 	k = deletable_prefix(l, cfg, now_ms);
 	out->log_start = l->seg[0]->base_offset;
-	tfs__seglist_put(l);
+	pthread_rwlock_unlock(&pl->lock);
 	if (k == 0)
 		return 0;
 	return tfs__plog_run_exclusive(pl, retention_exclusive, &a);

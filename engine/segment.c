@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "engine/segment.h"
 #include "io/log.h"
@@ -220,10 +221,44 @@ static int grow(void **arr, uint32_t *cap, size_t elem)
 	return 0;
 }
 
+/* Appends (timestamp, offset) to the in-memory time index when timestamp is
+ * greater than the last entry's (Kafka's TimeIndex.maybeAppend). A first entry
+ * allocates exactly one slot when exact (the final entry of an otherwise unindexed
+ * segment, which every partition's active segment may get at open). */
+static int timeindex_maybe_append(struct tfs_segment *s, int64_t timestamp, tfs_offset_t offset,
+                                  bool exact)
+{
+	if (timestamp < 0 ||
+	    (s->tindex_count > 0 && s->tindex[s->tindex_count - 1].timestamp >= timestamp))
+		return 0;
+	if (s->tindex_count == s->tindex_cap) {
+		if (exact && s->tindex_cap == 0) {
+			s->tindex = malloc(sizeof(*s->tindex));
+			if (!s->tindex)
+				return -ENOMEM;
+			s->tindex_cap = 1;
+		} else if (grow((void **)&s->tindex, &s->tindex_cap, sizeof(*s->tindex)) < 0) {
+			return -ENOMEM;
+		}
+	}
+	s->tindex[s->tindex_count++] = (struct tfs_timeindex_entry){
+		timestamp, (int32_t)(offset - s->base_offset) };
+	return 0;
+}
+
 int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
                            tfs_offset_t base, tfs_offset_t last, int64_t max_ts)
 {
+	int64_t max_so_far = s->max_timestamp;
+	tfs_offset_t max_offset = s->max_timestamp_offset;
+
 	(void)base;
+	/* Kafka's LogSegment.append: the batch's max timestamp counts before the
+	 * index entry, so an entry made at this batch carries it */
+	if (max_ts > max_so_far) {
+		max_so_far = max_ts;
+		max_offset = last;
+	}
 	if (s->bytes_since_index > s->index_interval_bytes) {
 		if (s->index_count == s->index_cap &&
 		    grow((void **)&s->index, &s->index_cap, sizeof(*s->index)) < 0)
@@ -233,23 +268,58 @@ int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
 			return -ENOMEM;
 		s->index[s->index_count++] = (struct tfs_index_entry){
 			(int32_t)(last - s->base_offset), (int32_t)pos };
-		/* the time index only moves forward: Kafka appends an entry only for a
-		 * strictly greater max timestamp */
-		if (s->max_timestamp >= 0 &&
-		    (s->tindex_count == 0 || s->tindex[s->tindex_count - 1].timestamp < s->max_timestamp))
-			s->tindex[s->tindex_count++] = (struct tfs_timeindex_entry){
-				s->max_timestamp, (int32_t)(s->max_timestamp_offset - s->base_offset) };
+		(void)timeindex_maybe_append(s, max_so_far, max_offset, false);   /* has room */
 		s->bytes_since_index = 0;
 	}
 	s->bytes_since_index += (int64_t)size;
-	if (max_ts > s->max_timestamp) {
-		s->max_timestamp = max_ts;
-		s->max_timestamp_offset = last;
-	}
+	s->max_timestamp = max_so_far;
+	s->max_timestamp_offset = max_offset;
 	if (s->first_batch_timestamp < 0)
 		s->first_batch_timestamp = max_ts;
 	s->next_offset = last + 1;
 	return 0;
+}
+
+int tfs_segment_timeindex_final(struct tfs_segment *s)
+{
+	return timeindex_maybe_append(s, s->max_timestamp, s->max_timestamp_offset, true);
+}
+
+tfs_offset_t tfs_segment_time_lookup(const struct tfs_segment *s, int64_t timestamp)
+{
+	uint32_t lo = 0, hi = s->tindex_count;
+
+	if (hi == 0 || s->tindex[0].timestamp >= timestamp)
+		return s->base_offset;
+	/* invariant: tindex[lo].timestamp < timestamp, and every entry at or past hi
+	 * is >= timestamp */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->tindex[mid].timestamp < timestamp)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	/* every record up to the entry's batch is older than its timestamp: the
+	 * first one that is not comes after that batch, whose last offset it is */
+	return s->base_offset + s->tindex[lo].rel_offset + 1;
+}
+
+int64_t tfs_segment_largest_timestamp(struct tfs_segment *s)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (s->max_timestamp >= 0)
+		return s->max_timestamp;
+	fd = tfs_fdcache_get(s->fdcache, &s->log);
+	if (fd < 0)
+		return tfs_now_ms();
+	rc = fstat(fd, &st);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	if (rc < 0)
+		return tfs_now_ms();
+	return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 }
 
 tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target)
@@ -272,7 +342,8 @@ tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target)
 
 bool tfs_segment_index_full(const struct tfs_segment *s, int64_t index_bytes)
 {
-	return (int64_t)(s->index_count + 1) * TFS_INDEX_ENTRY_BYTES > index_bytes;
+	return (int64_t)(s->index_count + 1) * TFS_INDEX_ENTRY_BYTES > index_bytes ||
+	       (int64_t)(s->tindex_count + 1) * TFS_TIMEINDEX_ENTRY_BYTES > index_bytes;
 }
 
 void tfs_segment_reset_index(struct tfs_segment *s)

@@ -141,12 +141,29 @@ int tfs_segment_fd(struct tfs_segment *s);
 ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t pos);
 
 /* Records a batch [base..last] of size bytes appended at pos with max_ts, adding
- * index entries by Kafka's rule. -ENOMEM leaves the indexes unchanged. */
+ * index entries by Kafka's rule (LogSegment.append): the segment's max timestamp
+ * takes in max_ts (with last as its offset) first, then, if an entry is due, the
+ * offset index gets (last, pos) and the time index (max timestamp so far, its
+ * offset) when that timestamp is greater than its last entry's. -ENOMEM leaves the
+ * indexes unchanged. */
 int tfs_segment_note_batch(struct tfs_segment *s, tfs_pos_t pos, size_t size,
                            tfs_offset_t base, tfs_offset_t last, int64_t max_ts);
+/* Kafka's final time-index entry (maybeAppend with skipFullCheck, made at roll,
+ * at close and after recovery's scan): (max timestamp, its offset) when greater
+ * than the last entry's. 0 or -ENOMEM (nothing changed). */
+int tfs_segment_timeindex_final(struct tfs_segment *s);
+/* Where a search for the first record with a timestamp >= timestamp may start
+ * (Kafka's TimeIndex.lookup): one past the offset of the last time-index entry
+ * older than timestamp, else the base offset. */
+tfs_offset_t tfs_segment_time_lookup(const struct tfs_segment *s, int64_t timestamp);
+/* Kafka's largestTimestamp: the largest record timestamp, or, when no record has
+ * one, the .log's modification time in ms (now when it cannot be read). Under the
+ * partition's lock or as its leader (the active segment's maximum moves). */
+int64_t tfs_segment_largest_timestamp(struct tfs_segment *s);
 /* Position to start scanning for target (largest index entry <= target). */
 tfs_pos_t tfs_segment_lookup(const struct tfs_segment *s, tfs_offset_t target);
-/* True when the offset index can take no more entries (segment.index.bytes). */
+/* True when the offset index or the time index can take no more entries
+ * (segment.index.bytes; Kafka's isFull of either rolls). */
 bool tfs_segment_index_full(const struct tfs_segment *s, int64_t index_bytes);
 /* Drops the in-memory indexes (before a rebuild scan). */
 void tfs_segment_reset_index(struct tfs_segment *s);

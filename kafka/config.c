@@ -20,7 +20,7 @@
 static const char *const names[] = {
 	"listeners", "advertised.listeners", "node.id", "auto.create.topics.enable",
 	"socket.request.max.bytes", "num.partitions", "num.network.threads",
-	"kafka_allow_remote", NULL,
+	"kafka_allow_remote", "queued.max.request.bytes", NULL,
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
@@ -29,6 +29,7 @@ void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
 	c->node_id = 1;
 	c->auto_create_topics = true;
 	c->request_max_bytes = TFS_KAFKA_REQUEST_MAX_DEFAULT;
+	c->queued_max_bytes = TFS_KAFKA_QUEUED_MAX_DEFAULT;
 	c->threads = TFS_KAFKA_THREADS_DEFAULT;
 }
 
@@ -118,6 +119,13 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 		if (!tfs_parse_i64(value, 1024, INT32_MAX, &v))
 			return -EINVAL;
 		c->request_max_bytes = (int32_t)v;
+		return 0;
+	}
+	if (!strcmp(name, "queued.max.request.bytes")) {
+		*why = "expected -1 (no bound) or bytes between 1 and 9223372036854775807";
+		if (!tfs_parse_i64(value, -1, INT64_MAX, &v) || v == 0)
+			return -EINVAL;
+		c->queued_max_bytes = v;
 		return 0;
 	}
 	if (!strcmp(name, "num.partitions")) {

@@ -34,6 +34,9 @@ struct tfs_kafka;
 
 #define TFS_KAFKA_REQUEST_MAX_DEFAULT (100 * 1024 * 1024)   /* socket.request.max.bytes */
 #define TFS_KAFKA_THREADS_DEFAULT 2
+/* queued.max.request.bytes: Kafka's default is -1 (no bound); a mount bounds what
+ * its clients can make it buffer by default, to one largest request's worth */
+#define TFS_KAFKA_QUEUED_MAX_DEFAULT (100 * 1024 * 1024)
 
 /* The listener's settings by Kafka's broker names (tfs_kafka_config_set). */
 struct tfs_kafka_config {
@@ -44,6 +47,7 @@ struct tfs_kafka_config {
 	int32_t node_id;                   /* node.id, default 1 */
 	bool auto_create_topics;           /* auto.create.topics.enable, default true */
 	int32_t request_max_bytes;         /* socket.request.max.bytes */
+	int64_t queued_max_bytes;          /* queued.max.request.bytes; -1: no bound */
 	int32_t num_partitions;            /* num.partitions; 0: the mount's partitions */
 	int threads;                       /* num.network.threads, 1..64 */
 	bool allow_remote;                 /* kafka_allow_remote: bind a non-loopback

@@ -161,6 +161,11 @@ struct tfs_kafka {
 	                                     * with none is skipped) */
 	atomic_uint_fast64_t appends;       /* appends seen by the hook: a loop that
 	                                     * parked while one happened looks again */
+	/* queued.max.request.bytes (server.c, (5)): bytes of input buffers beyond
+	 * each connection's first READ_CHUNK, and of responses waiting to be sent,
+	 * over all connections; and how many connections stopped reading for it */
+	atomic_size_t queued;
+	atomic_int starved;
 };
 /* Wakes parked long polls of every loop (the engine's append hook). */
 void tfs__kafka_wake(struct tfs_kafka *k);

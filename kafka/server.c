@@ -24,6 +24,18 @@
  *       thread (the socket's own buffers fill, and TCP pushes back on it);
  *   (4) a Fetch's records are not copied: the response holds spans of segment
  *       files (a reference and a descriptor each) that leave by sendfile(2).
+ *   (5) bounded memory over all connections (queued.max.request.bytes, Kafka's
+ *       memory pool for requests): a connection's first READ_CHUNK of input
+ *       buffer is its own, so small requests are always read; every byte beyond
+ *       it, and every response buffer waiting to be sent, is taken from one
+ *       count shared by all loops. A buffer may grow only while the count is
+ *       below the bound (as Kafka's pool, it may then pass the bound by that one
+ *       growth, so a request larger than the bound is still read); otherwise the
+ *       connection stops reading (starved) until bytes are given back, when
+ *       every loop with starved connections is woken to read them again. A
+ *       connection with responses waiting handles no request while the count
+ *       is past the bound. So the listener buffers at most the bound, plus one
+ *       growth and one response per connection, plus READ_CHUNK per connection.
  *
  * Long polls: a parked Fetch is tried again when any append to the engine,
  * through the listener or through the mount, wakes the loops (the engine's
@@ -43,11 +55,13 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -81,9 +95,13 @@ struct conn {
 	struct tfs_kafka_peer peer;
 	uint8_t *in;
 	size_t in_len, in_cap;
+	size_t in_pooled;                   /* of in_cap, taken from k->queued (5) */
 	struct resp *out_head, *out_tail;
 	size_t out_bytes;
 	uint32_t events;                    /* registered with epoll */
+	bool starved;                       /* (5): reading waits for the pool */
+	bool rdhup;                         /* the peer shut its side while starved */
+	struct conn *snext;                 /* starved connections of the loop */
 };
 
 struct tfs_kafka_loop {
@@ -94,27 +112,110 @@ struct tfs_kafka_loop {
 	atomic_bool stop;
 	struct conn *conns;
 	struct conn *parked;
+	struct conn *starved;               /* (5) */
 	int64_t relisten_at;                /* 0: the listener is in the epoll set */
 };
 
-static void resp_free(struct resp *r)
+static void wake_loops(struct tfs_kafka *k);
+
+/* ---- the pool of queued bytes (5) ---- */
+
+static bool pool_over(struct tfs_kafka *k)
+{
+	return k->cfg.queued_max_bytes >= 0 &&
+	       atomic_load(&k->queued) >= (size_t)k->cfg.queued_max_bytes;
+}
+
+/* Takes n bytes if the count is below the bound. */
+static bool pool_take(struct tfs_kafka *k, size_t n)
+{
+	size_t cur = atomic_load(&k->queued);
+
+	do {
+		if (k->cfg.queued_max_bytes >= 0 && cur >= (size_t)k->cfg.queued_max_bytes)
+			return false;
+	} while (!atomic_compare_exchange_weak(&k->queued, &cur, cur + n));
+	return true;
+}
+
+/* Gives n bytes back; wakes the loops when connections wait and room came back.
+ * The order (count first, then starved) pairs with starve()'s (starved first,
+ * then the count): one of the two sees the other's change. */
+static void pool_give(struct tfs_kafka *k, size_t n)
+{
+	if (n == 0)
+		return;
+	atomic_fetch_sub(&k->queued, n);
+	if (atomic_load(&k->starved) > 0 && !pool_over(k))
+		wake_loops(k);
+}
+
+/* Stops c reading until the pool has room. False if room came back meanwhile (c
+ * reads on). */
+static bool starve(struct conn *c)
+{
+	struct tfs_kafka *k = c->lp->k;
+
+	atomic_fetch_add(&k->starved, 1);
+	if (!pool_over(k)) {
+		atomic_fetch_sub(&k->starved, 1);
+		return false;
+	}
+	c->starved = true;
+	c->snext = c->lp->starved;
+	c->lp->starved = c;
+	return true;
+}
+
+/* The link at offset link of a connection: pnext or snext. */
+static struct conn **link_at(struct conn *c, size_t link)
+{
+	return (struct conn **)((char *)c + link);
+}
+
+/* Unlinks c from a loop's list of parked or starved connections, whose links
+ * are at offset link in each connection. */
+static void list_unlink(struct conn **head, struct conn *c, size_t link)
+{
+	for (struct conn **pp = head; *pp; pp = link_at(*pp, link))
+		if (*pp == c) {
+			*pp = *link_at(c, link);
+			break;
+		}
+	*link_at(c, link) = NULL;
+}
+
+static void starved_remove(struct conn *c)
+{
+	list_unlink(&c->lp->starved, c, offsetof(struct conn, snext));
+	atomic_fetch_sub(&c->lp->k->starved, 1);
+	c->starved = false;
+}
+
+/* Frees c's input buffer, giving back what it took. */
+static void in_free(struct conn *c)
+{
+	pool_give(c->lp->k, c->in_pooled);
+	free(c->in);
+	c->in = NULL;
+	c->in_cap = 0;
+	c->in_pooled = 0;
+}
+
+static void resp_free(struct tfs_kafka *k, struct resp *r)
 {
 	if (r->fd >= 0)
 		close(r->fd);
+	pool_give(k, r->w.len);
 	kw_free(&r->w);
 	free(r);
 }
 
 static void park_remove(struct conn *c)
 {
-	for (struct conn **pp = &c->lp->parked; *pp; pp = &(*pp)->pnext)
-		if (*pp == c) {
-			*pp = c->pnext;
-			break;
-		}
+	list_unlink(&c->lp->parked, c, offsetof(struct conn, pnext));
 	atomic_fetch_sub(&c->lp->k->parked, 1);
 	c->parked = false;
-	c->pnext = NULL;
 }
 
 static void conn_close(struct conn *c)
@@ -123,6 +224,8 @@ static void conn_close(struct conn *c)
 
 	if (c->parked)
 		park_remove(c);
+	if (c->starved)
+		starved_remove(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -134,9 +237,9 @@ static void conn_close(struct conn *c)
 	while (c->out_head) {
 		struct resp *r = c->out_head;
 		c->out_head = r->next;
-		resp_free(r);
+		resp_free(lp->k, r);
 	}
-	free(c->in);
+	in_free(c);
 	free(c);
 }
 
@@ -147,8 +250,10 @@ static int conn_update(struct conn *c)
 	uint32_t ev = 0;
 	struct epoll_event e;
 
-	if (!c->parked && c->out_bytes <= OUT_HIGH)
+	if (!c->parked && !c->starved && c->out_bytes <= OUT_HIGH)
 		ev |= EPOLLIN;
+	if (c->starved && !c->rdhup)
+		ev |= EPOLLRDHUP;               /* a starved peer that goes lets its bytes go */
 	if (c->out_head)
 		ev |= EPOLLOUT;
 	if (ev == c->events)
@@ -221,7 +326,7 @@ static int conn_send(struct conn *c)
 		c->out_head = r->next;
 		if (!c->out_head)
 			c->out_tail = NULL;
-		resp_free(r);
+		resp_free(c->lp->k, r);
 	}
 	return 0;
 }
@@ -241,7 +346,17 @@ static int queue_response(struct conn *c, struct kw *w)
 		c->out_head = r;
 	c->out_tail = r;
 	c->out_bytes += r->w.len + r->w.span_bytes;
+	/* the request is done: its response is counted even past the bound, and
+	 * conn_process handles no more while this one waits (5) */
+	atomic_fetch_add(&c->lp->k->queued, r->w.len);
 	return 0;
+}
+
+/* Whether c may handle its next request: not parked, not muted by its own
+ * responses (3), and none waiting while the pool is past its bound (5). */
+static bool may_process(struct conn *c)
+{
+	return !c->parked && c->out_bytes <= OUT_HIGH && !(c->out_head && pool_over(c->lp->k));
 }
 
 /* Handles the complete frames at the start of c->in while c is not muted (2, 3).
@@ -250,7 +365,7 @@ static int conn_process(struct conn *c)
 {
 	struct tfs_kafka *k = c->lp->k;
 
-	while (!c->parked && c->out_bytes <= OUT_HIGH && c->in_len >= 4) {
+	while (may_process(c) && c->in_len >= 4) {
 		uint32_t size = ((uint32_t)c->in[0] << 24) | ((uint32_t)c->in[1] << 16) |
 		                ((uint32_t)c->in[2] << 8) | c->in[3];
 		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer };
@@ -321,9 +436,21 @@ static int conn_read(struct conn *c)
 		}
 		if (c->in_cap - c->in_len < want) {
 			size_t cap = c->in_len + want;
-			uint8_t *nb = realloc(c->in, cap);
-			if (!nb)
+			size_t pooled = cap > READ_CHUNK ? cap - READ_CHUNK : 0;
+			uint8_t *nb;
+			if (pooled > c->in_pooled && !pool_take(k, pooled - c->in_pooled)) {
+				if (starve(c))
+					return 0;           /* (5): read again once there is room */
+				continue;
+			}
+			nb = realloc(c->in, cap);
+			if (!nb) {
+				if (pooled > c->in_pooled)
+					pool_give(k, pooled - c->in_pooled);
 				return -1;
+			}
+			if (pooled > c->in_pooled)
+				c->in_pooled = pooled;
 			c->in = nb;
 			c->in_cap = cap;
 		}
@@ -351,15 +478,12 @@ static void conn_run(struct conn *c, bool readable)
 	if (conn_process(c) < 0 || conn_send(c) < 0)
 		goto close;
 	/* sending may have unmuted it: frames already buffered go on */
-	if (!c->parked && c->out_bytes <= OUT_HIGH && c->in_len >= 4) {
+	if (may_process(c) && c->in_len >= 4) {
 		if (conn_process(c) < 0 || conn_send(c) < 0)
 			goto close;
 	}
-	if (c->in_cap > READ_CHUNK && c->in_len == 0) {
-		free(c->in);                    /* an idle connection keeps no buffer */
-		c->in = NULL;
-		c->in_cap = 0;
-	}
+	if (c->in_len == 0 && c->in)
+		in_free(c);                     /* an idle connection keeps no buffer */
 	if (conn_update(c) < 0)
 		goto close;
 	return;
@@ -432,6 +556,44 @@ static void retry_parked(struct tfs_kafka_loop *lp)
 	}
 }
 
+/* Reads again from every starved connection (5); each may starve again. */
+static void retry_starved(struct tfs_kafka_loop *lp)
+{
+	struct conn *list = lp->starved;
+
+	lp->starved = NULL;
+	while (list) {
+		struct conn *c = list;
+		list = c->snext;
+		atomic_fetch_sub(&lp->k->starved, 1);
+		c->starved = false;
+		c->snext = NULL;
+		conn_run(c, true);
+	}
+}
+
+/* A starved connection whose peer shut its side (5): if the frame in hand can
+ * never be whole (the socket holds less than its rest), it goes with the memory
+ * it holds; otherwise it waits for room like the others. */
+static void starved_hangup(struct conn *c, uint32_t events)
+{
+	int avail = 0;
+
+	if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		return;
+	if (!(events & (EPOLLHUP | EPOLLERR)) && c->in_len >= 4 &&
+	    ioctl(c->fd, FIONREAD, &avail) == 0) {
+		uint32_t size = ((uint32_t)c->in[0] << 24) | ((uint32_t)c->in[1] << 16) |
+		                ((uint32_t)c->in[2] << 8) | c->in[3];
+		if (c->in_len + (size_t)avail >= 4 + (size_t)size) {
+			c->rdhup = true;
+			if (conn_update(c) == 0)
+				return;
+		}
+	}
+	conn_close(c);
+}
+
 /* Milliseconds epoll may sleep: until the nearest parked deadline or the
  * listener's rest; -1: no limit. A deadline already past is 0, never -1. */
 static int next_timeout(struct tfs_kafka_loop *lp, int64_t now)
@@ -474,6 +636,10 @@ static void *loop_main(void *arg)
 				woken = true;
 			} else {
 				struct conn *c = ev[i].data.ptr;
+				if (c->starved) {
+					starved_hangup(c, ev[i].events);
+					continue;
+				}
 				if (c->parked)
 					park_remove(c);     /* a retry comes with this event */
 				conn_run(c, (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0);
@@ -482,7 +648,8 @@ static void *loop_main(void *arg)
 		now = tfs_mono_ms();
 		if (lp->relisten_at && now >= lp->relisten_at && listen_add(lp) == 0)
 			lp->relisten_at = 0;
-		(void)woken;
+		if (woken && lp->starved && !pool_over(lp->k))
+			retry_starved(lp);
 		/* No lost wake-up: an append after the last look below either finds
 		 * this loop's fetches counted in k->parked (and writes the eventfd) or
 		 * changed k->appends before that look (and it looks again). */
@@ -496,7 +663,8 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-/* Writes every loop's eventfd. */
+/* Writes every loop's eventfd: for parked fetches after an append, and for
+ * starved connections once the pool has room (5). */
 static void wake_loops(struct tfs_kafka *k)
 {
 	uint64_t one = 1;

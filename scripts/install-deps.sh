@@ -12,7 +12,7 @@ if [ "${1:-}" = "--tests" ]; then
 	      kcat"
 fi
 if [ "${1:-}" = "--bench" ]; then
-	pkgs="$pkgs librocksdb-dev time zlib1g-dev"
+	pkgs="$pkgs librocksdb-dev time zlib1g-dev librdkafka-dev linux-perf"
 fi
 missing=""
 for p in $pkgs; do

@@ -182,6 +182,117 @@ static void test_offset_for_time(void **state)
 	assert_int_equal(tfs_plog_offset_for_time(f->pl, ts1 + 1, &off, &got), -ENOENT);
 }
 
+/* Appends one producer batch of two records with the given CreateTime timestamps. */
+static void append_stamped(struct fx *f, int64_t ts_a, int64_t ts_b)
+{
+	struct tfs_batch_params p = { .producer_id = -1, .producer_epoch = -1, .base_sequence = -1 };
+	struct tfs_record_in in = { .key = tfs_slice_make("k", 1), .value = tfs_slice_make("v", 1) };
+	const uint8_t *out;
+	uint8_t *batch;
+	size_t len;
+
+	tfs_batch_builder_reset(&f->b, &p);
+	in.timestamp = ts_a;
+	assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
+	in.timestamp = ts_b;
+	assert_int_equal(tfs_batch_builder_add(&f->b, &in), 0);
+	assert_int_equal(tfs_batch_builder_finish(&f->b, -1, &out, &len), 0);
+	batch = malloc(len);
+	memcpy(batch, out, len);
+	assert_int_equal(tfs_plog_append_batch(f->pl, batch, len, false, NULL, NULL, NULL, NULL), 0);
+	free(batch);
+}
+
+/* The n-th (timestamp, relative offset) entry of a .timeindex file's bytes. */
+static void tindex_entry_is(const uint8_t *data, int n, int64_t ts, int32_t rel)
+{
+	uint64_t t = 0;
+	uint32_t o = 0;
+
+	for (int i = 0; i < 8; i++)
+		t = t << 8 | data[n * 12 + i];
+	for (int i = 8; i < 12; i++)
+		o = o << 8 | data[n * 12 + i];
+	assert_int_equal((int64_t)t, ts);
+	assert_int_equal((int32_t)o, rel);
+}
+
+/* The append path writes the time index as Kafka does (index.interval.bytes 1: an
+ * entry is due before every batch but the first), recovery rebuilds it to the same
+ * bytes, close gives the active segment its final entry, and ListOffsets by
+ * timestamp answers the first record (in offset order) at or past the target,
+ * whichever segment and index entry it starts from. */
+static void test_time_index_and_offset_for_time(void **state)
+{
+	struct fx *f = *state;
+	/* batch i holds offsets 2i, 2i+1 */
+	static const int64_t ts[][2] = { { 1000, 950 }, { 900, 850 }, { 1990, 2000 },
+	                                 { 1500, 1400 }, { 1800, 1700 }, { 2400, 2500 },
+	                                 { 3000, 2600 } };
+	const int nb = (int)(sizeof(ts) / sizeof(ts[0]));
+	char path[4200];
+	uint8_t *data = NULL, *again = NULL;
+	long n;
+
+	f->cfg.index_interval_bytes = 1;
+	open_pl(f);
+	for (int i = 0; i < 6; i++)
+		append_stamped(f, ts[i][0], ts[i][1]);
+	assert_int_equal(tfs_plog_roll(f->pl), 0);
+	append_stamped(f, ts[6][0], ts[6][1]);
+
+	/* before batch 1: (1000,1); batch 2: (2000,5); batches 3, 4: not greater;
+	 * batch 5: (2500,11); the roll's final entry is not greater either */
+	snprintf(path, sizeof(path), "%s/%020d.timeindex", f->path, 0);
+	n = t_read_file(path, &data);
+	assert_int_equal(n, 3 * 12);
+	tindex_entry_is(data, 0, 1000, 1);
+	tindex_entry_is(data, 1, 2000, 5);
+	tindex_entry_is(data, 2, 2500, 11);
+
+	for (int64_t target = 0; target <= 3100; target += 50) {
+		tfs_offset_t want = -1, off;
+		int64_t got;
+		for (int i = 0; i < nb * 2 && want < 0; i++)
+			if (ts[i / 2][i % 2] >= target)
+				want = i;
+		int rc = tfs_plog_offset_for_time(f->pl, target, &off, &got);
+		if (want < 0) {
+			assert_int_equal(rc, -ENOENT);
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(off, want);
+		assert_int_equal(got, ts[want / 2][want % 2]);
+	}
+
+	/* recovery rebuilds a lost time index to the same bytes */
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	assert_int_equal(unlink(path), 0);
+	open_pl(f);
+	n = t_read_file(path, &again);
+	assert_int_equal(n, 3 * 12);
+	assert_memory_equal(data, again, 3 * 12);
+	/* the active segment (offsets 12, 13, one batch: never indexed) got its final
+	 * entry at close, as Kafka's close writes it */
+	free(again);
+	snprintf(path, sizeof(path), "%s/%020d.timeindex", f->path, 12);
+	n = t_read_file(path, &again);
+	assert_int_equal(n, 12);
+	tindex_entry_is(again, 0, 3000, 1);
+	free(again);
+	free(data);
+	{
+		tfs_offset_t off;
+		int64_t got;
+		assert_int_equal(tfs_plog_offset_for_time(f->pl, 2550, &off, &got), 0);
+		assert_int_equal(off, 12);
+		assert_int_equal(tfs_plog_offset_for_time(f->pl, 2001, &off, &got), 0);
+		assert_int_equal(off, 10);
+	}
+}
+
 struct hook_seen {
 	struct tfs_plog *pl;
 	int calls;
@@ -238,6 +349,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_byte_bound, setup_open, teardown),
 		cmocka_unit_test_setup_teardown(test_across_segments, setup_open, teardown),
 		cmocka_unit_test_setup_teardown(test_offset_for_time, setup_open, teardown),
+		cmocka_unit_test_setup_teardown(test_time_index_and_offset_for_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_append_hook, setup_open, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

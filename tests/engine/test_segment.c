@@ -1,5 +1,5 @@
 /* test_segment.c - segment file names, Kafka's index rule and lookups, index
- * files written and checked. */
+ * files written and checked, the time index's entries as Kafka writes them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,6 +129,87 @@ static void index_files_are_kafkas_layout_and_checked(void **state)
 	assert_int_equal(tfs_segment_indexes_match(f->s), 0);
 }
 
+static uint64_t be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Kafka's LogSegment.append on batches of 60 bytes with index.interval.bytes 100:
+ * an entry is due before every other batch (more than 100 bytes since the last),
+ * and the time index gets the max timestamp so far with this batch counted, but
+ * only when it is greater than its last entry's; at the roll one final entry for
+ * the segment's max (onBecomeInactiveSegment). Worked by hand:
+ *   batch offsets pos  max_ts | max so far  | entry due | .index   .timeindex
+ *   0     0..1    0    1000   | 1000 @1     | no        |
+ *   1     2..3    60   900    | 1000 @1     | no (60)   |
+ *   2     4..5    120  2000   | 2000 @5     | yes (120) | (5,120)  (2000,5)
+ *   3     6..7    180  1500   | 2000 @5     | no        |
+ *   4     8..9    240  1800   | 2000 @5     | yes       | (9,240)  not greater
+ *   5     10..11  300  2500   | 2500 @11    | no        |
+ *   roll                                                           (2500,11)
+ * (Counting the batch after the entry, as topicfs did, gives (1000,1),(2000,5),
+ * (2500,11).) Offsets are relative to the base, 200. */
+static void time_index_entries_are_kafkas(void **state)
+{
+	struct fx *f = *state;
+	static const int64_t ts[] = { 1000, 900, 2000, 1500, 1800, 2500 };
+	struct tfs_segment *s;
+	char p[4200];
+	uint8_t *data = NULL;
+	long n;
+
+	assert_int_equal(tfs_segment_create(f->io, f->fdc, f->dirfd, f->dir, 200, 100, &s), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(tfs_segment_note_batch(s, i * 60, 60, 200 + 2 * i, 201 + 2 * i, ts[i]), 0);
+	s->sealed = true;
+	assert_int_equal(tfs_segment_timeindex_final(s), 0);
+	assert_int_equal(tfs_segment_timeindex_final(s), 0);       /* once only */
+	assert_int_equal(tfs_segment_write_indexes(s, f->dirfd, true), 0);
+
+	snprintf(p, sizeof(p), "%s/00000000000000000200.index", f->dir);
+	n = t_read_file(p, &data);
+	assert_int_equal(n, 2 * 8);
+	assert_int_equal(be(data, 4), 5);
+	assert_int_equal(be(data + 4, 4), 120);
+	assert_int_equal(be(data + 8, 4), 9);
+	assert_int_equal(be(data + 12, 4), 240);
+	free(data);
+	snprintf(p, sizeof(p), "%s/00000000000000000200.timeindex", f->dir);
+	n = t_read_file(p, &data);
+	assert_int_equal(n, 2 * 12);
+	assert_int_equal(be(data, 8), 2000);
+	assert_int_equal(be(data + 8, 4), 5);
+	assert_int_equal(be(data + 12, 8), 2500);
+	assert_int_equal(be(data + 20, 4), 11);
+	free(data);
+	assert_int_equal(tfs_segment_indexes_match(s), 1);
+
+	/* TimeIndex.lookup: search from past the last entry older than the target */
+	assert_int_equal(tfs_segment_time_lookup(s, 0), 200);
+	assert_int_equal(tfs_segment_time_lookup(s, 2000), 200);
+	assert_int_equal(tfs_segment_time_lookup(s, 2001), 206);
+	assert_int_equal(tfs_segment_time_lookup(s, 2500), 206);
+	assert_int_equal(tfs_segment_time_lookup(s, 9999), 212);
+	tfs_segment_unref(s);
+}
+
+/* Kafka rolls when either index is full; the time index's 12-byte entries fill
+ * segment.index.bytes first. */
+static void a_full_time_index_is_full(void **state)
+{
+	struct fx *f = *state;
+
+	for (int i = 0; i < 7; i++)
+		tfs_segment_note_batch(f->s, i * 4097, 4097, 100 + i, 100 + i, 10 + i);
+	assert_int_equal(f->s->index_count, 6);
+	assert_int_equal(f->s->tindex_count, 6);
+	assert_false(tfs_segment_index_full(f->s, 7 * 12));
+	assert_true(tfs_segment_index_full(f->s, 7 * 12 - 1));   /* 7 offset entries would fit */
+}
+
 static void deleted_segments_keep_reading_until_the_last_ref(void **state)
 {
 	struct fx *f = *state;
@@ -226,6 +307,8 @@ int main(void)
 		cmocka_unit_test(names_are_twenty_zero_padded_digits),
 		cmocka_unit_test_setup_teardown(first_batch_is_never_indexed_then_every_4096_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(index_files_are_kafkas_layout_and_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(time_index_entries_are_kafkas, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_full_time_index_is_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(deleted_segments_keep_reading_until_the_last_ref, setup, teardown),
 		cmocka_unit_test_setup_teardown(flushing_ahead_starts_past_the_threshold_and_is_waited_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_failed_background_flush_is_reported_by_every_later_wait, setup, teardown),

@@ -5,6 +5,7 @@ short, acks outside 0/1/-1).
 
 Usage: kafka_wire.py PORT CMD [ARGS]; prints what the case compares.
 """
+import select
 import socket
 import struct
 import sys
@@ -286,6 +287,54 @@ def main():
             pass
         print("stalled", flush=True)
         sys.stdin.read()
+    elif cmd == "hogs":                 # N SIZE TOPIC VALUE_BYTES: see below
+        # N connections that each announce a SIZE frame and send all of it but its
+        # last byte, never reading, then one whole Produce of a VALUE_BYTES record
+        # to TOPIC; each sends what the sockets take until none takes more for 2 s
+        # (the daemon stopped reading), then prints the bytes the kernel took and
+        # "stalled". Once stdin closes, the N go and the Produce's answer is
+        # printed ("error base_offset") when it comes.
+        n, size, topic, vbytes = int(args[0]), int(args[1]), args[2], int(args[3])
+
+        def push(pending):
+            """Sends until no socket takes more for 2 s; the bytes sent."""
+            sent = 0
+            while True:
+                ready = [c for c in pending if len(pending[c])]
+                if not ready:
+                    return sent
+                _, w, _ = select.select([], ready, [], 2)
+                if not w:
+                    return sent
+                for c in w:
+                    try:
+                        k = c.send(pending[c][:1 << 20])
+                    except BlockingIOError:
+                        continue
+                    pending[c] = pending[c][k:]
+                    sent += k
+
+        pending = {}
+        for _ in range(n):
+            c = conn(port)
+            c.setblocking(False)
+            pending[c] = memoryview(struct.pack(">i", size) + b"\x00" * (size - 1))
+        sent = push(pending)
+        real = conn(port)               # after the others took the pool
+        real.setblocking(False)
+        big = {real: memoryview(frame(0, 7, 9, produce_body(topic, 0,
+                                                            batch(b"big", b"v" * vbytes), -1)))}
+        sent += push(big)
+        print(sent, "stalled", flush=True)
+        sys.stdin.read()
+        rest = big[real]
+        for c in pending:               # reset: their unsent bytes go with them
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+        real.setblocking(True)
+        real.settimeout(60)
+        real.sendall(rest)
+        print(*produce_answer(recv_frame(real)), flush=True)
     elif cmd == "initpid":              # [TXN]: error, producer id, epoch
         print(*init_pid(s, args[0] if args else None))
     elif cmd == "idem":                 # TOPIC EPOCH SEQS [PID]: see below

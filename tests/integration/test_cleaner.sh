@@ -436,6 +436,34 @@ c_broker_copy_left_alone() {
 	assert_eq 2 "$(cat "$MNT/b/0/k")" "newest value after the pass"
 }
 
+# (k) A delete topic whose only segment expires (Kafka's retention of the active
+# segment): it is rolled and deleted, its keys vanish, history is empty, the log
+# start offset becomes the log end offset, and offsets keep counting from there.
+c_retention_expires_the_active_segment() {
+	t_mount -o "$NOBG"
+	mkdir "$MNT/t"
+	local p=$MNT/t/0
+	setfattr -n user.topicfs.cleanup.policy -v delete "$MNT/t"
+	echo 1 > "$p/a"
+	echo 2 > "$p/b"
+	rm "$p/a"
+	setfattr -n user.topicfs.retention.ms -v 1 "$MNT/t"
+	sleep 0.05                             # the records are now past retention.ms
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_eq "" "$(ls -A "$p" | xargs)" "keys after retention"
+	assert_eq 0 "$(t_hist t/0)" "history after retention"
+	assert_eq 3 "$(t_x "$p" log_start_offset)" "log start offset after retention"
+	assert_eq 3 "$(t_leo t/0)" "log end offset after retention"
+	assert_eq "$(t_off 3).log" "$(cd "$DATA/t-0" && ls *.log)" "segment files after retention"
+	setfattr -n user.topicfs.retention.ms -v -1 "$MNT/t"
+	echo 3 > "$p/c"
+	assert_eq "$(t_off 3)" "$(t_last t/0)" "offset of the next record"
+	t_remount -o "$NOBG"
+	assert_eq 3 "$(t_x "$p" log_start_offset)" "log start offset after remount"
+	assert_eq "c" "$(ls -A "$p" | xargs)" "keys after remount"
+	assert_eq 3 "$(cat "$p/c")" "value after remount"
+}
+
 t_test clean_keeps_newest_at_same_offsets c_clean_keeps_newest_at_same_offsets
 t_test tombstone_horizon_then_gone c_tombstone_horizon_then_gone
 t_test empty_value_is_not_a_tombstone c_empty_value_is_not_a_tombstone
@@ -447,4 +475,5 @@ t_test metrics c_metrics
 t_test replaced_segment_files_do_not_stay c_replaced_segment_files_do_not_stay
 t_test crash_during_pass c_crash_during_pass
 t_test broker_copy_left_alone c_broker_copy_left_alone
+t_test retention_expires_the_active_segment c_retention_expires_the_active_segment
 t_done

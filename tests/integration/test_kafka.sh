@@ -493,6 +493,37 @@ c_idem_permissions() {
 	t_umount
 }
 
+# (o) queued.max.request.bytes bounds what all connections together make the
+# daemon buffer: 8 clients each sending most of a 64 MiB frame and one sending a
+# whole 6 MiB Produce, none reading, stall once 16 MiB are taken; a small request
+# beside them is still served (a connection's first 64 KiB are its own); the big
+# Produce waits, and is read and appended once the others go.
+c_queued_bytes_bound() {
+	kmount socket.request.max.bytes=67108864,queued.max.request.bytes=16777216
+	mkdir "$MNT/t"
+	setfattr -n user.topicfs.max.message.bytes -v 8388608 "$MNT/t"
+	local pid rss0 rss1 hogs out
+	pid=$(pgrep -P "$(cat "$(t__state "$MNT")/pid")" | head -n 1)
+	rss0=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+	mkfifo "$T_CASE/hold4"
+	kw hogs 8 67108864 t 6291456 < "$T_CASE/hold4" > "$T_CASE/hogs.out" &
+	hogs=$!
+	exec 9> "$T_CASE/hold4"
+	for _ in $(seq 600); do grep -q stalled "$T_CASE/hogs.out" && break; sleep 0.1; done
+	grep -q stalled "$T_CASE/hogs.out" || fail "the clients did not stall: $(cat "$T_CASE/hogs.out")"
+	rss1=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+	[ $((rss1 - rss0)) -lt 196608 ] ||
+		fail "the daemon's memory grew by $(((rss1 - rss0) / 1024)) MiB for $(cat "$T_CASE/hogs.out") bytes sent"
+	assert_eq "0 0" "$(kw produce t 1)" "a small produce beside them"
+	assert_eq 1 "$(t_leo t/0)" "log end offset while the big produce waits"
+	exec 9>&-
+	wait "$hogs"
+	out=$(tail -n 1 "$T_CASE/hogs.out")
+	assert_eq "0 1" "$out" "the big produce once the others went"
+	assert_eq 2 "$(t_leo t/0)" "log end offset after it"
+	t_umount
+}
+
 t_test meta_properties c_meta_properties
 t_test loopback_only c_loopback_only
 t_test kcat_both_doors c_kcat_both_doors
@@ -508,4 +539,5 @@ t_test lost_ack c_lost_ack
 t_test idem_reorder c_idem_reorder
 t_test idem_refused c_idem_refused
 t_test idem_permissions c_idem_permissions
+t_test queued_bytes_bound c_queued_bytes_bound
 t_done

@@ -46,6 +46,13 @@ static void test_settings(void **state)
 	assert_int_equal(tfs_kafka_config_set(&c, "node.id", "7", &why), 0);
 	assert_int_equal(c.node_id, 7);
 	assert_int_equal(tfs_kafka_config_set(&c, "socket.request.max.bytes", "1023", &why), -EINVAL);
+	assert_int_equal(c.queued_max_bytes, TFS_KAFKA_QUEUED_MAX_DEFAULT);
+	assert_int_equal(tfs_kafka_config_set(&c, "queued.max.request.bytes", "0", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "queued.max.request.bytes", "-2", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "queued.max.request.bytes", "-1", &why), 0);
+	assert_int_equal(c.queued_max_bytes, -1);
+	assert_int_equal(tfs_kafka_config_set(&c, "queued.max.request.bytes", "1048576", &why), 0);
+	assert_int_equal(c.queued_max_bytes, 1048576);
 	assert_int_equal(tfs_kafka_config_set(&c, "num.partitions", "0", &why), -EINVAL);
 	assert_int_equal(tfs_kafka_config_set(&c, "num.network.threads", "65", &why), -EINVAL);
 	assert_int_equal(tfs_kafka_config_set(&c, "auto.create.topics.enable", "false", &why), 0);
