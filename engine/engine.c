@@ -701,6 +701,44 @@ int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *valu
 	return rc;
 }
 
+int tfs_topic_set_configs(struct tfs_topic *t, bool from_defaults, const char *const *names,
+                          const char *const *values, size_t n, bool validate_only, size_t *bad)
+{
+	struct tfs_topic_config c;
+	char def[TFS_TOPIC_CONFIG_VALUE_MAX];
+	int rc = 0;
+
+	*bad = n;
+	pthread_mutex_lock(&t->lock);
+	c = from_defaults ? t->e->cfg.topic_defaults : t->cfg;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const char *v = values[i];
+		if (!v) {
+			rc = tfs_topic_config_get(&t->e->cfg.topic_defaults, names[i], def, sizeof(def));
+			v = def;
+		}
+		if (rc == 0)
+			rc = tfs_topic_config_set(&c, names[i], v);
+		if (rc < 0)
+			*bad = i;
+	}
+	if (rc == 0 && !validate_only)
+		rc = topic_commit(t, &c, &t->meta);
+	else if (rc == 0 && (t->e->cfg.read_only || t->config_refused))
+		rc = TFS_EREADONLY;
+	pthread_mutex_unlock(&t->lock);
+	if (rc == 0 && !validate_only)
+		for (size_t i = 0; i < n; i++)
+			tfs_log_info("engine", "topic %s: %s=%s", t->name, names[i],
+			             values[i] ? values[i] : "(default)");
+	return rc;
+}
+
+void tfs_engine_topic_defaults(const struct tfs_engine *e, struct tfs_topic_config *out)
+{
+	*out = e->cfg.topic_defaults;
+}
+
 int tfs_topic_set_owner(struct tfs_topic *t, uid_t uid, gid_t gid)
 {
 	struct tfs_topic_meta m;

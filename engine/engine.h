@@ -117,6 +117,17 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition);
 void tfs_topic_get_config(struct tfs_topic *t, struct tfs_topic_config *c);
 int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *value);
 void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m);
+/* Several config changes as one (Kafka's AlterConfigs and IncrementalAlterConfigs):
+ * each (names[i], values[i]) in turn, with tfs_topic_set_config's checks, onto the
+ * topic's config, or onto the mount's topic defaults when from_defaults (a whole
+ * new set); a NULL value puts the mount's default back. One atomic persist for
+ * all; validate_only checks and changes nothing. On a refusal nothing changes and
+ * *bad is the index of the pair refused (n otherwise). Errors: -EINVAL (a name or
+ * value; *bad says which), TFS_EREADONLY, -ENOENT (deleted), the file's errors. */
+int tfs_topic_set_configs(struct tfs_topic *t, bool from_defaults, const char *const *names,
+                          const char *const *values, size_t n, bool validate_only, size_t *bad);
+/* The mount's topic defaults (tfs_engine_config.topic_defaults). */
+void tfs_engine_topic_defaults(const struct tfs_engine *e, struct tfs_topic_config *out);
 int tfs_topic_set_owner(struct tfs_topic *t, uid_t uid, gid_t gid);
 int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
 

@@ -72,6 +72,8 @@ struct tfs_kafka_hooks {
 	/* A client created (name) or deleted (t, still referenced) a topic. */
 	void (*topic_created)(void *arg, const char *name);
 	void (*topic_deleted)(void *arg, struct tfs_topic *t);
+	/* A client changed the topic's config (AlterConfigs, IncrementalAlterConfigs). */
+	void (*config_changed)(void *arg, struct tfs_topic *t);
 };
 
 /* Reads or creates DATA_DIR/meta.properties, binds the listener and starts its

@@ -122,6 +122,7 @@ struct tfs_kafka_ctx {
 	int16_t api_key, api_version;
 	int32_t correlation_id;
 	struct tfs_slice client_id;
+	bool flex;                          /* the request (and response) are flexible */
 	int64_t now_ms;                     /* monotonic, of this attempt */
 	int64_t parked_at_ms;               /* first attempt of a parked request */
 	int64_t wake_at_ms;                 /* set with KAFKA_PARK: try again by then */
@@ -162,6 +163,84 @@ struct tfs_kafka {
 	atomic_uint_fast64_t appends;       /* appends seen by the hook: a loop that
 	                                     * parked while one happened looks again */
 };
+/* ---- api.c: what the handlers of every api_*.c share ---- */
+
+/* Kafka's API keys served (ApiVersions lists their ranges, api.c). */
+enum {
+	API_PRODUCE = 0,
+	API_FETCH = 1,
+	API_LIST_OFFSETS = 2,
+	API_METADATA = 3,
+	API_API_VERSIONS = 18,
+	API_CREATE_TOPICS = 19,
+	API_DELETE_TOPICS = 20,
+	API_SASL_HANDSHAKE = 17,
+	API_DELETE_RECORDS = 21,
+	API_INIT_PRODUCER_ID = 22,
+	API_DESCRIBE_CONFIGS = 32,
+	API_ALTER_CONFIGS = 33,
+	API_SASL_AUTHENTICATE = 36,
+	API_INCREMENTAL_ALTER_CONFIGS = 44,
+};
+
+/* Kafka's error codes (clients/.../common/protocol/Errors.java). */
+enum {
+	E_UNKNOWN = -1,
+	E_NONE = 0,
+	E_OFFSET_OUT_OF_RANGE = 1,
+	E_CORRUPT_MESSAGE = 2,
+	E_UNKNOWN_TOPIC_OR_PARTITION = 3,
+	E_MESSAGE_TOO_LARGE = 10,
+	E_INVALID_TOPIC = 17,
+	E_CLUSTER_AUTHORIZATION_FAILED = 31,
+	E_UNSUPPORTED_SASL_MECHANISM = 33,
+	E_ILLEGAL_SASL_STATE = 34,
+	E_INVALID_REQUIRED_ACKS = 21,
+	E_TOPIC_AUTHORIZATION_FAILED = 29,
+	E_UNSUPPORTED_VERSION = 35,
+	E_TOPIC_ALREADY_EXISTS = 36,
+	E_INVALID_PARTITIONS = 37,
+	E_INVALID_REPLICATION_FACTOR = 38,
+	E_INVALID_REPLICA_ASSIGNMENT = 39,
+	E_INVALID_CONFIG = 40,
+	E_INVALID_REQUEST = 42,
+	E_OUT_OF_ORDER_SEQUENCE = 45,
+	E_INVALID_PRODUCER_EPOCH = 47,
+	E_POLICY_VIOLATION = 44,
+	E_KAFKA_STORAGE_ERROR = 56,
+	E_SASL_AUTHENTICATION_FAILED = 58,
+	E_FETCH_SESSION_ID_NOT_FOUND = 70,
+	E_FENCED_LEADER_EPOCH = 74,
+	E_UNKNOWN_LEADER_EPOCH = 75,
+	E_UNSUPPORTED_COMPRESSION_TYPE = 76,
+	E_INVALID_RECORD = 87,
+};
+
+struct name_buf {
+	char s[256];
+};
+
+/* Response frame: size, correlation id, header tags (resp_flex); the size is
+ * patched in by tfs__kafka_finish. */
+void tfs__kafka_begin(struct kw *w, const struct tfs_kafka_ctx *ctx, bool resp_flex);
+void tfs__kafka_finish(struct kw *w);
+/* Copies a topic name out of the request; false if it cannot be one (too long,
+ * NUL inside): the caller answers INVALID_TOPIC. */
+bool tfs__kafka_topic_name(struct tfs_slice s, struct name_buf *out);
+/* A new reference to the named topic unless absent or being deleted; NULL. */
+struct tfs_topic *tfs__kafka_topic_get(struct tfs_kafka_ctx *ctx, const char *name);
+/* The mount's rule for the connection's user: search on the root, then want
+ * (4 read, 2 write, 1 search bits) on the topic / on the root. */
+bool tfs__kafka_may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int want);
+bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want);
+
+/* ---- api_admin.c: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs ---- */
+enum tfs_kafka_verdict tfs__kafka_describe_configs(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                   struct kw *w);
+/* AlterConfigs (incremental false) and IncrementalAlterConfigs (true). */
+enum tfs_kafka_verdict tfs__kafka_alter_configs(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                struct kw *w, bool incremental);
+
 /* Wakes parked long polls of every loop (the engine's append hook). */
 void tfs__kafka_wake(struct tfs_kafka *k);
 

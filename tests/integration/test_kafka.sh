@@ -215,7 +215,7 @@ c_bad_frames() {
 	mkdir "$MNT/t"
 	echo v > "$MNT/t/0/k"
 	assert_eq "7 35 18:0-3" "$(kw apiversions 9)" "ApiVersions above the range (KIP-511)"
-	assert_match '^7 0 0:3-8 1:4-11 2:1-5 3:0-8 18:0-3 19:0-4 20:0-3 22:0-1$' "$(kw apiversions 0)" "ApiVersions v0"
+	assert_match '^7 0 0:3-8 1:4-11 2:1-5 3:0-8 18:0-3 19:0-4 20:0-3 22:0-1 32:0-4 33:0-2 44:0-1$' "$(kw apiversions 0)" "ApiVersions v0"
 	assert_match '^7 0 0:3-8 .* 20:0-3 22:0-1$' "$(kw apiversions 3)" "ApiVersions v3 (flexible)"
 	assert_eq closed "$(kw unknown-key)" "unknown api key"
 	assert_eq closed "$(kw bad-version t)" "Produce v1"
