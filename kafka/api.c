@@ -36,6 +36,8 @@
                                          * and files each, so a request cannot make
                                          * the daemon create millions */
 
+#define SASL_HANDSHAKE_NEVER_FLEXIBLE INT16_MAX   /* its spec has no flexible version */
+
 struct api_range {
 	int16_t key, min, max, first_flexible;
 };
@@ -45,12 +47,14 @@ static const struct api_range apis[] = {
 	{ API_FETCH, 4, 11, 12 },
 	{ API_LIST_OFFSETS, 1, 5, 6 },
 	{ API_METADATA, 0, 8, 9 },
+	{ API_SASL_HANDSHAKE, 0, 1, SASL_HANDSHAKE_NEVER_FLEXIBLE },
 	{ API_API_VERSIONS, 0, 3, 3 },
 	{ API_CREATE_TOPICS, 0, 4, 5 },
 	{ API_DELETE_TOPICS, 0, 3, 4 },
 	{ API_INIT_PRODUCER_ID, 0, 1, 2 },
 	{ API_DESCRIBE_CONFIGS, 0, 4, 4 },
 	{ API_ALTER_CONFIGS, 0, 2, 2 },
+	{ API_SASL_AUTHENTICATE, 0, 2, 2 },
 	{ API_INCREMENTAL_ALTER_CONFIGS, 0, 1, 1 },
 };
 #define NAPIS (sizeof(apis) / sizeof(apis[0]))
@@ -1066,6 +1070,11 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		             "the connection", (int)ctx->api_key, (int)ctx->api_version);
 		return KAFKA_CLOSE;
 	}
+	if (!tfs__kafka_sasl_allows(ctx->sasl, ctx->api_key)) {
+		tfs_log_warn("kafka", "a request with api key %d before SASL authentication "
+		             "succeeded: closing the connection", (int)ctx->api_key);
+		return KAFKA_CLOSE;
+	}
 	ctx->flex = flex;
 	kr_init(&r, frame + body, len - (size_t)body, flex);
 	switch (ctx->api_key) {
@@ -1091,6 +1100,10 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		return tfs__kafka_alter_configs(ctx, &r, w, false);
 	case API_INCREMENTAL_ALTER_CONFIGS:
 		return tfs__kafka_alter_configs(ctx, &r, w, true);
+	case API_SASL_HANDSHAKE:
+		return tfs__kafka_sasl_handshake(ctx, &r, w);
+	case API_SASL_AUTHENTICATE:
+		return tfs__kafka_sasl_authenticate(ctx, &r, w);
 	default:
 		return KAFKA_CLOSE;
 	}

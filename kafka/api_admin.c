@@ -256,6 +256,7 @@ static int32_t describe_broker(struct tfs_kafka_ctx *ctx, struct kw *w, const st
 {
 	const struct tfs_kafka_config *cfg = &ctx->k->cfg;
 	char listeners[300], advertised[300], node[16], maxb[16], parts[16], threads[16];
+	const char *scheme = cfg->sasl ? "SASL_PLAINTEXT" : "PLAINTEXT";
 	const struct {
 		const char *name, *value;
 	} rows[] = {
@@ -267,12 +268,14 @@ static int32_t describe_broker(struct tfs_kafka_ctx *ctx, struct kw *w, const st
 		{ "socket.request.max.bytes", maxb },
 		{ "num.partitions", parts },
 		{ "num.network.threads", threads },
+		{ "sasl.enabled.mechanisms", cfg->sasl ? tfs__kafka_sasl_mechanisms(cfg->sasl_mechanisms)
+		                                       : "" },
 	};
 	int32_t count = 0;
 
-	snprintf(listeners, sizeof(listeners), "PLAINTEXT://%s:%u", cfg->listener_host,
+	snprintf(listeners, sizeof(listeners), "%s://%s:%u", scheme, cfg->listener_host,
 	         ctx->k->port);
-	snprintf(advertised, sizeof(advertised), "PLAINTEXT://%s:%u", cfg->advertised_host,
+	snprintf(advertised, sizeof(advertised), "%s://%s:%u", scheme, cfg->advertised_host,
 	         cfg->advertised_port);
 	snprintf(node, sizeof(node), "%d", (int)cfg->node_id);
 	snprintf(maxb, sizeof(maxb), "%d", (int)cfg->request_max_bytes);

@@ -20,8 +20,11 @@ struct tfs_engine;
 #define TFS_KAFKA_CLUSTER_ID_MAX 64
 
 /* ---- config.c ---- */
-/* Parses "PLAINTEXT://HOST:PORT" ("[v6]:PORT" too; HOST may be empty). -EINVAL. */
-int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *port);
+/* Parses "PLAINTEXT://HOST:PORT" or "SASL_PLAINTEXT://HOST:PORT" (*sasl says
+ * which; "[v6]:PORT" too; HOST may be empty). -EINVAL. */
+int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *port, bool *sasl);
+/* Parses a comma list of PLAIN and SCRAM-SHA-256 into TFS_KAFKA_SASL_* bits. -EINVAL. */
+int tfs_kafka_mechanisms_parse(const char *s, unsigned *out);
 /* Parses meta.properties text: cluster.id (required, 1..63 of [A-Za-z0-9_-]) and
  * node.id or broker.id (*node_id -1 when absent). -EINVAL with *why. */
 int tfs_kafka_meta_parse(const char *text, char cluster_id[TFS_KAFKA_CLUSTER_ID_MAX],
@@ -110,15 +113,58 @@ struct tfs_kafka_peer {
  * that user's groups; for any other peer, or if the kernel does not say, no
  * user: only the "others" permission bits apply. */
 void tfs_kafka_peer_identify(int fd, struct tfs_kafka_peer *p);
+/* Fills *p as the Unix user uid with its gid and groups from the user database
+ * (a SASL principal's user). -ENOENT: no such user (*p then has the uid alone). */
+int tfs_kafka_peer_of_user(uid_t uid, struct tfs_kafka_peer *p);
 /* The kernel's check of mode bits for want (4 read, 2 write, 1 search) on a file
  * owned by uid/gid: root passes, then owner, group, others bits. */
 bool tfs_kafka_peer_may(const struct tfs_kafka_peer *p, uid_t uid, gid_t gid, mode_t mode,
                         int want);
 
+/* ---- sasl.c: SASL on a SASL_PLAINTEXT listener ---- */
+struct tfs_kafka_cred;
+struct tfs_kafka_creds;
+
+enum tfs_kafka_sasl_state {
+	SASL_OFF = 0,                       /* a PLAINTEXT listener */
+	SASL_WANT_HANDSHAKE,
+	SASL_WANT_AUTHENTICATE,             /* after SaslHandshake v1 */
+	SASL_RAW,                           /* after SaslHandshake v0: bare tokens */
+	SASL_DONE,
+	SASL_FAILED,
+};
+
+/* One connection's authentication (the state diagram is in sasl.c). */
+struct tfs_kafka_sasl {
+	enum tfs_kafka_sasl_state state;
+	unsigned mech;                      /* TFS_KAFKA_SASL_* chosen by the handshake */
+	bool state_scram_final;             /* SCRAM: server-first sent */
+	const struct tfs_kafka_cred *cred;  /* SCRAM: the principal of client-first */
+	size_t nonce_len;                   /* SCRAM: of the combined nonce */
+	char *client_first_bare, *server_first;     /* SCRAM: owned, for AuthMessage */
+};
+
+/* Loads the credentials file (sasl.c says its format and the modes it must
+ * have). -EINVAL, -EPERM, -ENOENT..., logged naming the file and the entry.
+ * Caller owns *out: tfs__kafka_creds_free (NULL ok). */
+int tfs__kafka_creds_load(const char *path, struct tfs_kafka_creds **out);
+/* Parses the text of one (modified in place); path names it in log lines. */
+int tfs__kafka_creds_parse(char *text, const char *path, struct tfs_kafka_creds **out);
+void tfs__kafka_creds_free(struct tfs_kafka_creds *cs);
+void tfs__kafka_sasl_init(struct tfs_kafka_sasl *s, bool required);
+void tfs__kafka_sasl_release(struct tfs_kafka_sasl *s);
+/* Whether a request of api_key may be served in this state (NULL: no SASL). */
+bool tfs__kafka_sasl_allows(const struct tfs_kafka_sasl *s, int16_t api_key);
+/* The next frame is a bare SASL token, not a request. */
+bool tfs__kafka_sasl_raw(const struct tfs_kafka_sasl *s);
+/* "PLAIN,SCRAM-SHA-256" and the like, for TFS_KAFKA_SASL_* bits. Static. */
+const char *tfs__kafka_sasl_mechanisms(unsigned m);
+
 /* ---- api.c: requests ---- */
 struct tfs_kafka_ctx {
 	struct tfs_kafka *k;
-	struct tfs_kafka_peer *peer;
+	struct tfs_kafka_peer *peer;        /* set by a SASL success */
+	struct tfs_kafka_sasl *sasl;        /* the connection's; NULL: no SASL */
 	int16_t api_key, api_version;
 	int32_t correlation_id;
 	struct tfs_slice client_id;
@@ -151,6 +197,7 @@ struct tfs_kafka {
 	struct tfs_kafka_config cfg;
 	struct tfs_kafka_hooks hooks;
 	char cluster_id[TFS_KAFKA_CLUSTER_ID_MAX];
+	struct tfs_kafka_creds *creds;      /* a SASL listener's principals, owned */
 	uid_t root_uid;                     /* the data directory's owner and mode: the */
 	gid_t root_gid;                     /* mount's root, which creating or deleting */
 	mode_t root_mode;                   /* a topic needs write permission on */
@@ -240,6 +287,16 @@ enum tfs_kafka_verdict tfs__kafka_describe_configs(struct tfs_kafka_ctx *ctx, st
 /* AlterConfigs (incremental false) and IncrementalAlterConfigs (true). */
 enum tfs_kafka_verdict tfs__kafka_alter_configs(struct tfs_kafka_ctx *ctx, struct kr *r,
                                                 struct kw *w, bool incremental);
+
+/* ---- sasl.c: the handlers ---- */
+enum tfs_kafka_verdict tfs__kafka_sasl_handshake(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                 struct kw *w);
+enum tfs_kafka_verdict tfs__kafka_sasl_authenticate(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                    struct kw *w);
+/* A bare token after SaslHandshake v0: the answer is int32 size + token, no
+ * header; a failure closes the connection. */
+enum tfs_kafka_verdict tfs__kafka_sasl_raw_token(struct tfs_kafka_ctx *ctx, const uint8_t *tok,
+                                                 size_t len, struct kw *w);
 
 /* Wakes parked long polls of every loop (the engine's append hook). */
 void tfs__kafka_wake(struct tfs_kafka *k);

@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential cmake pkg-config libfuse3-dev fuse3 liburing-dev libzstd-dev
       libxxhash-dev libjson-c-dev libsystemd-dev libisal-dev liblz4-dev libsnappy-dev
-      attr"
+      attr libssl-dev"
 if [ "${1:-}" = "--tests" ]; then
 	pkgs="$pkgs libcmocka-dev python3 python3-kafka python3-zstandard python3-snappy
 	      python3-lz4 fio stress-ng dbench vim-tiny sudo procps util-linux coreutils

@@ -62,6 +62,17 @@ seeds = {
                                       kw.cstr("segment.bytes") + b"\x01\x00\x00" + b"\x00\x01\x00",
                                       flex=True),
 }
+# SASL (fuzz_kafka.c's principal "fuzz", password "fuzz-secret"): a v1
+# handshake and PLAIN through SaslAuthenticate; a v0 handshake and a bare PLAIN
+# token (the harness's framing holds the token as it holds a request); SCRAM's
+# client-first through SaslAuthenticate v2 (flexible)
+plain = b"\x00fuzz\x00fuzz-secret"
+seeds["sasl-plain-v1"] = (req(17, 1, s("PLAIN")) + req(36, 1, struct.pack(">i", len(plain)) + plain) +
+                          req(3, 1, struct.pack(">i", -1)))
+seeds["sasl-plain-raw"] = req(17, 0, s("PLAIN")) + struct.pack("<H", len(plain)) + plain
+first = b"n,,n=fuzz,r=abcdefghijklmnop"
+seeds["sasl-scram-first"] = req(17, 1, s("SCRAM-SHA-256")) + req(36, 2, kw.uvarint(len(first) + 1) + first + b"\x00",
+                                                               flex=True)
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as fh:

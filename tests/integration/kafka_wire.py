@@ -229,12 +229,28 @@ def incr_alter(s, version, topic, ops, validate):
     return err, msg
 
 
+def scram_credential(principal, user, password, salt=None, iterations=4096):
+    """A line of the credentials file (kafka/sasl.c): Kafka's SCRAM-SHA-256 form."""
+    import base64, hashlib, hmac, os
+    salt = salt or os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored = hashlib.sha256(client_key).digest()
+    server = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b = lambda x: base64.b64encode(x).decode()
+    return "%s %s SCRAM-SHA-256=salt=%s,stored_key=%s,server_key=%s,iterations=%d" % (
+        principal, user, b(salt), b(stored), b(server), iterations)
+
+
 def main():
     port = int(sys.argv[1])
     cmd = sys.argv[2]
     args = sys.argv[3:]
     if cmd == "proxy":                  # PORT_FILE LOG_FILE: see proxy()
         proxy(args[0], args[1])
+        return
+    if cmd == "scram-cred":             # PRINCIPAL USER PASSWORD (PORT unused): a line
+        print(scram_credential(*args))
         return
     s = conn(port)
     if cmd == "apiversions":            # VERSION: error code and the keys offered
@@ -394,6 +410,29 @@ def main():
             off += 1
         assert off + 1 == len(r), (off, len(r))
         print(" ".join(out))
+    elif cmd == "sasl-first":           # API_KEY: a request before authenticating
+        # ApiVersions is answered; then the request of API_KEY closes the connection
+        s.sendall(frame(18, 0, 1, b""))
+        assert recv_frame(s) is not None
+        s.sendall(frame(int(args[0]), 0, 2, struct.pack(">i", 0)))
+        print("closed" if closed(s) else "answered")
+    elif cmd == "sasl-raw-bad":         # a v0 handshake then a bad PLAIN token: closed
+        s.sendall(frame(17, 0, 1, kstr("PLAIN")))
+        r = recv_frame(s)
+        assert struct.unpack(">h", r[4:6])[0] == 0, r
+        tok = b"\x00" + args[0].encode() + b"\x00" + args[1].encode()
+        s.sendall(struct.pack(">i", len(tok)) + tok)
+        print("closed" if closed(s) else "answered")
+    elif cmd == "sasl-handshake":       # VERSION MECHANISM: error and mechanisms offered
+        s.sendall(frame(17, int(args[0]), 1, kstr(args[1])))
+        r = recv_frame(s)
+        (err, n) = struct.unpack(">hi", r[4:10])
+        off, mechs = 10, []
+        for _ in range(n):
+            (ln,) = struct.unpack(">h", r[off:off + 2])
+            mechs.append(r[off + 2:off + 2 + ln].decode())
+            off += 2 + ln
+        print(err, ",".join(mechs))
     elif cmd == "incr-alter":           # VERSION TOPIC VALIDATE NAME:OP[:VALUE]...: error
         ops = []
         for x in args[3:]:

@@ -107,5 +107,107 @@ PY
 	t_umount
 }
 
+# smount CREDS [OPTS]: a SASL_PLAINTEXT listener on 0.0.0.0 (a SASL listener may
+# bind any address; clients are told "localhost") with the credentials file
+# CREDS; sets PORT and BROKER.
+smount() {
+	local creds=$1 extra=${2:-} i
+	t_mount -o "listeners=SASL_PLAINTEXT://0.0.0.0:0,kafka_sasl_credentials=$creds${extra:+,$extra}"  || return
+	for i in $(seq 100); do
+		PORT=$(t_daemon_log | sed -n 's/.*kafka: listening on SASL_PLAINTEXT:\/\/0\.0\.0\.0:\([0-9]*\) .*/\1/p' | tail -n 1)
+		[ -n "$PORT" ] && break
+		sleep 0.1
+	done
+	[ -n "$PORT" ] || fail "the listener did not say its port"
+	BROKER=127.0.0.1:$PORT
+}
+
+# (b) SASL: PLAIN and SCRAM-SHA-256 from kafka-python (SaslHandshake v0, bare
+# tokens) and from librdkafka (v1 and SaslAuthenticate), a good and a bad
+# password each; nothing but ApiVersions and SASL before authenticating; a
+# principal acts as its Unix user, so one whose user may not write a topic
+# cannot produce to it nor send a tombstone; the credentials file must be
+# private.
+c_sasl() {
+	local u=tfs_kadmin_user creds
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	creds=$T_DIR/creds
+	{
+		echo "# principal user credential"
+		"$T_PY" "$KW" 0 scram-cred alice root alice-secret
+		"$T_PY" "$KW" 0 scram-cred bob "$u" bob-secret
+	} > "$creds"
+	chmod 0644 "$creds"
+	T_MOUNT_MAY_EXIT=1 smount "$creds" || true
+	assert_eq 1 "${T_MOUNT_EXIT:-0}" "exit status for a credentials file others can read"
+	t_daemon_log | grep -q 'must be a regular file of root' || fail "no log line says why"
+	chmod 0600 "$creds"
+	T_MOUNT_EXIT=0
+	smount "$creds"
+	mkdir "$MNT/t"
+	printf 'was-here' > "$MNT/t/0/k"
+	assert_eq closed "$(kw sasl-first 3)" "Metadata before authenticating"
+	assert_eq "0 PLAIN,SCRAM-SHA-256" "$(kw sasl-handshake 1 PLAIN)" "SaslHandshake v1"
+	assert_eq "33 PLAIN,SCRAM-SHA-256" "$(kw sasl-handshake 1 GSSAPI)" "an unknown mechanism"
+	assert_eq closed "$(kw sasl-raw-bad alice wrong)" "a bad bare PLAIN token"
+	"$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+def producer(mech, user, pw):
+    return KafkaProducer(bootstrap_servers=sys.argv[1], security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism=mech, sasl_plain_username=user, sasl_plain_password=pw,
+                         retries=0, max_block_ms=5000)
+for mech in ["PLAIN", "SCRAM-SHA-256"]:
+    p = producer(mech, "alice", "alice-secret")
+    p.send("t", key=b"py-" + mech.encode(), value=b"by alice").get(timeout=30)
+    p.close()
+    for user, pw in [("alice", "wrong"), ("mallory", "alice-secret")]:
+        try:
+            producer(mech, user, pw).send("t", key=b"bad", value=b"x").get(timeout=30)
+            sys.exit("%s: %s with a bad password got in" % (mech, user))
+        except KafkaError:
+            pass
+    # bob's Unix user may not write t (0755, root's): 29, produce and tombstone alike
+    p = producer(mech, "bob", "bob-secret")
+    for value in [b"by bob", None]:
+        try:
+            p.send("t", key=b"k", value=value).get(timeout=30)
+            sys.exit("bob wrote to t")
+        except KafkaError as e:
+            assert getattr(e, "errno", None) == 29, e
+    p.close()
+PY
+	assert_cat "$MNT/t/0/py-PLAIN" "by alice"
+	assert_cat "$MNT/t/0/py-SCRAM-SHA-256" "by alice"
+	assert_cat "$MNT/t/0/k" was-here
+	assert_absent "$MNT/t/0/bad"
+	t_daemon_log | grep -q "SASL PLAIN authentication of 'alice' failed: wrong password" ||
+		fail "no log line for a wrong PLAIN password"
+	t_daemon_log | grep -q "SASL SCRAM-SHA-256 authentication of 'mallory' failed: unknown principal" ||
+		fail "no log line for an unknown SCRAM principal"
+	t_daemon_log | grep -q -e alice-secret -e '\bwrong\b.*password.*wrong' &&
+		fail "a password reached the log"
+	if command -v kcat > /dev/null; then
+		local mech
+		for mech in PLAIN SCRAM-SHA-256; do
+			printf 'kcat-%s:by kcat\n' "$mech" | kcat -b "$BROKER" -P -t t -K: -X security.protocol=SASL_PLAINTEXT \
+				-X sasl.mechanisms=$mech -X sasl.username=alice -X sasl.password=alice-secret 2> /dev/null
+			assert_cat "$MNT/t/0/kcat-$mech" "by kcat"
+			kcat -b "$BROKER" -L -m 5 -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=$mech \
+				-X sasl.username=alice -X sasl.password=wrong > /dev/null 2>&1 &&
+				fail "kcat with a wrong $mech password listed metadata"
+		done
+		printf 'k:by bob\n' | timeout 20 kcat -b "$BROKER" -P -t t -K: -X security.protocol=SASL_PLAINTEXT \
+			-X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=bob -X sasl.password=bob-secret \
+			-X message.send.max.retries=0 > /dev/null 2>&1 && fail "kcat as bob wrote to t"
+		assert_cat "$MNT/t/0/k" was-here
+	fi
+	assert_eq 5 "$(t_leo t/0)" "records of t: the shell's, two by kafka-python, two by kcat"
+	t_umount
+}
+
 t_test configs c_configs
+t_test sasl c_sasl
 t_done
