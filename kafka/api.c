@@ -819,7 +819,10 @@ static int16_t create_check(struct tfs_kafka_ctx *ctx, const struct create_req *
 		}
 		*partitions = c->nassign;
 	} else {
-		if (c->partitions == -1 && ctx->api_version >= 4)
+		/* -1: the broker's default (KIP-464). Kafka's broker takes it at any
+		 * version (only its Java client checks for v4), and KafkaJS 2.2.4,
+		 * whose newest CreateTopics is v3, sends -1 for what it is not given */
+		if (c->partitions == -1)
 			*partitions = partitions_for_new(ctx);
 		else if (c->partitions >= 1)
 			*partitions = c->partitions;
@@ -831,7 +834,7 @@ static int16_t create_check(struct tfs_kafka_ctx *ctx, const struct create_req *
 			*msg = "more than 10000 partitions";
 			return E_INVALID_PARTITIONS;
 		}
-		if (!(c->replication == 1 || (c->replication == -1 && ctx->api_version >= 4))) {
+		if (c->replication != 1 && c->replication != -1) {
 			*msg = "one node: the replication factor is 1";
 			return E_INVALID_REPLICATION_FACTOR;
 		}
