@@ -132,6 +132,22 @@ static void resources_free(struct resource *res, int32_t n)
 	free(res);
 }
 
+/* Ends the parse of a request of n resources; if it parsed whole, starts the
+ * response (throttle, the results' count) and returns true, else frees res. */
+static bool answer_start(struct tfs_kafka_ctx *ctx, struct kr *r, struct kw *w,
+                         struct resource *res, int32_t n)
+{
+	kr_tags(r);
+	if (r->bad || kr_left(r) || n < 0) {
+		resources_free(res, n > 0 ? n : 0);
+		return false;
+	}
+	tfs__kafka_begin(w, ctx, ctx->flex);
+	kw_i32(w, 0);                           /* throttle */
+	kw_array(w, n);
+	return true;
+}
+
 /* Whether resource i repeats an earlier one (Kafka refuses both with 42). */
 static bool resource_repeated(const struct resource *res, int32_t n, int32_t i)
 {
@@ -140,6 +156,20 @@ static bool resource_repeated(const struct resource *res, int32_t n, int32_t i)
 		    (res[i].name.len == 0 || !memcmp(res[j].name.p, res[i].name.p, res[i].name.len)))
 			return true;
 	return false;
+}
+
+#define NOT_SERVED "only topic and broker resources are served"
+
+/* The start of a resource's result: error, message, type, name. */
+static void result_head(struct kw *w, int16_t err, const char *msg, const struct resource *rs)
+{
+	kw_i16(w, err);
+	if (msg)
+		kw_cstr(w, msg);
+	else
+		kw_nullstr(w);
+	kw_i8(w, rs->type);
+	kw_str(w, rs->name.p, rs->name.len);
 }
 
 /* The topic a resource names, for want; NULL with *err and *msg set. */
@@ -331,14 +361,8 @@ enum tfs_kafka_verdict tfs__kafka_describe_configs(struct tfs_kafka_ctx *ctx, st
 		synonyms = kr_i8(r) != 0;
 	if (v >= 3)
 		(void)kr_i8(r);                 /* include documentation: none is kept */
-	kr_tags(r);
-	if (r->bad || kr_left(r) || n < 0) {
-		resources_free(res, n > 0 ? n : 0);
+	if (!answer_start(ctx, r, w, res, n))
 		return KAFKA_CLOSE;
-	}
-	tfs__kafka_begin(w, ctx, ctx->flex);
-	kw_i32(w, 0);                           /* throttle */
-	kw_array(w, n);
 	for (int32_t i = 0; i < n; i++) {
 		const char *msg = NULL;
 		int16_t err = E_NONE;
@@ -351,15 +375,9 @@ enum tfs_kafka_verdict tfs__kafka_describe_configs(struct tfs_kafka_ctx *ctx, st
 			err = broker_name_check(ctx, res[i].name, &empty, &msg);
 		else {
 			err = E_INVALID_REQUEST;
-			msg = "only topic and broker resources are served";
+			msg = NOT_SERVED;
 		}
-		kw_i16(w, err);
-		if (msg)
-			kw_cstr(w, msg);
-		else
-			kw_nullstr(w);
-		kw_i8(w, res[i].type);
-		kw_str(w, res[i].name.p, res[i].name.len);
+		result_head(w, err, msg, &res[i]);
 		/* counted first: a compact count goes before its entries */
 		if (err == E_NONE && t) {
 			kw_array(w, describe_topic(ctx, NULL, t, &res[i], synonyms));
@@ -535,14 +553,8 @@ enum tfs_kafka_verdict tfs__kafka_alter_configs(struct tfs_kafka_ctx *ctx, struc
 		kr_tags(r);
 	}
 	validate_only = kr_i8(r) != 0;
-	kr_tags(r);
-	if (r->bad || kr_left(r) || n < 0) {
-		resources_free(res, n > 0 ? n : 0);
+	if (!answer_start(ctx, r, w, res, n))
 		return KAFKA_CLOSE;
-	}
-	tfs__kafka_begin(w, ctx, ctx->flex);
-	kw_i32(w, 0);                           /* throttle */
-	kw_array(w, n);
 	for (int32_t i = 0; i < n; i++) {
 		char msg_buf[MSG_MAX];
 		const char *msg = NULL;
@@ -563,15 +575,9 @@ enum tfs_kafka_verdict tfs__kafka_alter_configs(struct tfs_kafka_ctx *ctx, struc
 			}
 		} else {
 			err = E_INVALID_REQUEST;
-			msg = "only topic and broker resources are served";
+			msg = NOT_SERVED;
 		}
-		kw_i16(w, err);
-		if (msg)
-			kw_cstr(w, msg);
-		else
-			kw_nullstr(w);
-		kw_i8(w, res[i].type);
-		kw_str(w, res[i].name.p, res[i].name.len);
+		result_head(w, err, msg, &res[i]);
 		kw_tags(w);
 	}
 	kw_tags(w);

@@ -68,6 +68,7 @@
 #define PRINCIPAL_MAX 255
 #define CREDS_FILE_MAX (1 << 20)
 #define NONCE_BYTES 18                  /* 24 base64 characters */
+#define NONCE_MAX 255                   /* of a client's nonce: the answer fits */
 #define TOKEN_MAX 1024                  /* any client message of these mechanisms */
 #define B64_LEN(n) (((n) + 2) / 3 * 4)
 
@@ -527,8 +528,8 @@ static int scram_first(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len,
 	bare = p;
 	v = attr(&p, end, 'n', &n);
 	if (!v || !unescape_name(v, n, user, sizeof(user), &ulen) ||
-	    !(nonce = attr(&p, end, 'r', &nlen)) || nlen == 0 ||
-	    memchr(nonce, ',', nlen) || (size_t)(p - bare) > TOKEN_MAX) {
+	    !(nonce = attr(&p, end, 'r', &nlen)) || nlen == 0 || nlen > NONCE_MAX ||
+	    memchr(nonce, ',', nlen)) {
 		fail(ctx, "SCRAM-SHA-256", v ? v : "", v ? n : 0, "a bad client-first message");
 		return -1;
 	}
@@ -577,11 +578,12 @@ static int scram_final(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len,
 	s->state_scram_final = false;
 	/* the proof is the last attribute; what precedes ",p=" is signed */
 	proof = NULL;
-	for (const char *q = end - 3; q >= p; q--)
-		if (!memcmp(q, ",p=", 3)) {
-			proof = q + 3;
+	for (size_t i = len >= 3 ? len - 3 : 0; len >= 3 && !proof; i--) {
+		if (!memcmp(p + i, ",p=", 3))
+			proof = p + i + 3;
+		if (i == 0)
 			break;
-		}
+	}
 	if (memchr(p, '\0', len) || !proof || !(cb = attr(&p, end, 'c', &cbn)) ||
 	    !(nonce = attr(&p, end, 'r', &nn)) || nonce + nn > proof - 3) {
 		fail(ctx, "SCRAM-SHA-256", c->principal, strlen(c->principal),
@@ -634,9 +636,9 @@ static int step(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len, char *
                 size_t *out_len)
 {
 	*out_len = 0;
-	if (len > TOKEN_MAX) {
+	if (len == 0 || len > TOKEN_MAX) {
 		fail(ctx, ctx->sasl->mech == TFS_KAFKA_SASL_PLAIN ? "PLAIN" : "SCRAM-SHA-256", "", 0,
-		     "a token longer than 1024 bytes");
+		     "an empty token, or one longer than 1024 bytes");
 		return -1;
 	}
 	if (ctx->sasl->mech == TFS_KAFKA_SASL_PLAIN)

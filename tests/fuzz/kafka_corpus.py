@@ -70,6 +70,7 @@ plain = b"\x00fuzz\x00fuzz-secret"
 seeds["sasl-plain-v1"] = (req(17, 1, s("PLAIN")) + req(36, 1, struct.pack(">i", len(plain)) + plain) +
                           req(3, 1, struct.pack(">i", -1)))
 seeds["sasl-plain-raw"] = req(17, 0, s("PLAIN")) + struct.pack("<H", len(plain)) + plain
+seeds["sasl-authenticate-null"] = req(17, 1, s("PLAIN")) + req(36, 0, struct.pack(">i", -1))
 first = b"n,,n=fuzz,r=abcdefghijklmnop"
 seeds["sasl-scram-first"] = req(17, 1, s("SCRAM-SHA-256")) + req(36, 2, kw.uvarint(len(first) + 1) + first + b"\x00",
                                                                flex=True)

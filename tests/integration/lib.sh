@@ -702,3 +702,18 @@ assert_errno_as() {
 	echo "# FAIL: as $u: $*: expected $want, got $got"
 	exit 1
 }
+
+# t_kafka_mount SCHEME HOST [OPTS]: mount with a Kafka listener SCHEME://HOST:0 (the
+# kernel picks the port) and OPTS; sets PORT, and BROKER=127.0.0.1:PORT. Returns
+# t_mount's status when it fails (T_MOUNT_MAY_EXIT).
+t_kafka_mount() {
+	local scheme=$1 host=$2 extra=${3:-} i
+	t_mount -o "listeners=$scheme://$host:0${extra:+,$extra}" || return
+	for i in $(seq 100); do
+		PORT=$(t_daemon_log | sed -n "s|.*kafka: listening on $scheme://$host:\([0-9]*\) .*|\1|p" | tail -n 1)
+		[ -n "$PORT" ] && break
+		sleep 0.1
+	done
+	[ -n "$PORT" ] || fail "the listener did not say its port"
+	BROKER=127.0.0.1:$PORT
+}

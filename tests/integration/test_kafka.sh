@@ -11,17 +11,7 @@ t_require_daemon
 KW=$T_LIB_DIR/kafka_wire.py
 
 # kmount [OPTS]: mount with a listener on a port the kernel picks; sets PORT and BROKER.
-kmount() {
-	local extra=${1:-} i
-	t_mount -o "listeners=PLAINTEXT://127.0.0.1:0${extra:+,$extra}"
-	for i in $(seq 100); do
-		PORT=$(t_daemon_log | sed -n 's/.*kafka: listening on PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' | tail -n 1)
-		[ -n "$PORT" ] && break
-		sleep 0.1
-	done
-	[ -n "$PORT" ] || fail "the listener did not say its port"
-	BROKER=127.0.0.1:$PORT
-}
+kmount() { t_kafka_mount PLAINTEXT 127.0.0.1 "$@"; }
 kw() { "$T_PY" "$KW" "$PORT" "$@"; }
 need_kcat() { command -v kcat > /dev/null || skip "kcat is not installed (scripts/install-deps.sh --tests)"; }
 py() { "$T_PY" - "$BROKER" "$@"; }

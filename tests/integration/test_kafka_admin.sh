@@ -7,18 +7,7 @@
 t_require_daemon
 KW=$T_LIB_DIR/kafka_wire.py
 
-# kmount [OPTS]: mount with a listener on a port the kernel picks; sets PORT and BROKER.
-kmount() {
-	local extra=${1:-} i
-	t_mount -o "listeners=PLAINTEXT://127.0.0.1:0${extra:+,$extra}"
-	for i in $(seq 100); do
-		PORT=$(t_daemon_log | sed -n 's/.*kafka: listening on [A-Z_]*:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' | tail -n 1)
-		[ -n "$PORT" ] && break
-		sleep 0.1
-	done
-	[ -n "$PORT" ] || fail "the listener did not say its port"
-	BROKER=127.0.0.1:$PORT
-}
+kmount() { t_kafka_mount PLAINTEXT 127.0.0.1 "$@"; }
 kw() { "$T_PY" "$KW" "$PORT" "$@"; }
 
 # (a) Configs through the protocol are the attributes: described as they are,
@@ -108,19 +97,8 @@ PY
 }
 
 # smount CREDS [OPTS]: a SASL_PLAINTEXT listener on 0.0.0.0 (a SASL listener may
-# bind any address; clients are told "localhost") with the credentials file
-# CREDS; sets PORT and BROKER.
-smount() {
-	local creds=$1 extra=${2:-} i
-	t_mount -o "listeners=SASL_PLAINTEXT://0.0.0.0:0,kafka_sasl_credentials=$creds${extra:+,$extra}"  || return
-	for i in $(seq 100); do
-		PORT=$(t_daemon_log | sed -n 's/.*kafka: listening on SASL_PLAINTEXT:\/\/0\.0\.0\.0:\([0-9]*\) .*/\1/p' | tail -n 1)
-		[ -n "$PORT" ] && break
-		sleep 0.1
-	done
-	[ -n "$PORT" ] || fail "the listener did not say its port"
-	BROKER=127.0.0.1:$PORT
-}
+# bind any address; clients are told "localhost") with the credentials file CREDS.
+smount() { t_kafka_mount SASL_PLAINTEXT 0.0.0.0 "kafka_sasl_credentials=$1${2:+,$2}"; }
 
 # (b) SASL: PLAIN and SCRAM-SHA-256 from kafka-python (SaslHandshake v0, bare
 # tokens) and from librdkafka (v1 and SaslAuthenticate), a good and a bad

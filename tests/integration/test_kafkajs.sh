@@ -16,18 +16,7 @@ need_kafkajs() {
 		skip "KafkaJS is not installed (scripts/install-deps.sh --tests runs npm ci in tests/kafkajs)"
 }
 
-# jmount URL_SCHEME [OPTS]: mount with a listener on a port the kernel picks.
-jmount() {
-	local scheme=$1 extra=${2:-} i
-	t_mount -o "listeners=$scheme://127.0.0.1:0${extra:+,$extra}"
-	for i in $(seq 100); do
-		PORT=$(t_daemon_log | sed -n "s/.*kafka: listening on $scheme:\\/\\/127\\.0\\.0\\.1:\\([0-9]*\\) .*/\\1/p" | tail -n 1)
-		[ -n "$PORT" ] && break
-		sleep 0.1
-	done
-	[ -n "$PORT" ] || fail "the listener did not say its port"
-	BROKER=127.0.0.1:$PORT
-}
+jmount() { t_kafka_mount "$1" 127.0.0.1 "${2:-}"; }
 js() { node "$JS/run.mjs" "$BROKER" "$@"; }
 
 # (a) Both doors, tombstones, codecs, idempotence and admin calls on one mount.
