@@ -557,7 +557,9 @@ static int bind_listener(struct tfs_kafka *k)
 		if (!loop && !cfg->allow_remote && !cfg->sasl) {
 			tfs_log_error("kafka", "listeners=PLAINTEXT://%s:%u is not a loopback address: "
 			              "without authentication any host could write; refused (bind "
-			              "127.0.0.1, or mount with kafka_allow_remote=true to accept it)",
+			              "127.0.0.1, use listeners=SASL_PLAINTEXT:// with "
+			              "kafka_sasl_credentials, or mount with kafka_allow_remote=true to "
+			              "accept it)",
 			              cfg->listener_host, cfg->listener_port);
 			freeaddrinfo(res);
 			return -EPERM;
