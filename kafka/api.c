@@ -43,10 +43,21 @@ struct api_range {
 };
 
 static const struct api_range apis[] = {
+	/* in key order; api_groups.c serves 8-16 and 42, api_admin.c 32, 33, 44,
+	 * sasl.c 17 and 36 */
 	{ API_PRODUCE, 3, 8, 9 },
 	{ API_FETCH, 4, 11, 12 },
 	{ API_LIST_OFFSETS, 1, 5, 6 },
 	{ API_METADATA, 0, 8, 9 },
+	{ TFS_KAFKA_API_OFFSET_COMMIT, 2, 7, 8 },
+	{ TFS_KAFKA_API_OFFSET_FETCH, 1, 5, 6 },
+	{ TFS_KAFKA_API_FIND_COORDINATOR, 0, 2, 3 },
+	{ TFS_KAFKA_API_JOIN_GROUP, 0, 5, 6 },
+	{ TFS_KAFKA_API_HEARTBEAT, 0, 3, 4 },
+	{ TFS_KAFKA_API_LEAVE_GROUP, 0, 3, 4 },
+	{ TFS_KAFKA_API_SYNC_GROUP, 0, 3, 4 },
+	{ TFS_KAFKA_API_DESCRIBE_GROUPS, 0, 4, 5 },
+	{ TFS_KAFKA_API_LIST_GROUPS, 0, 2, 3 },
 	{ API_SASL_HANDSHAKE, 0, 1, SASL_HANDSHAKE_NEVER_FLEXIBLE },
 	{ API_API_VERSIONS, 0, 3, 3 },
 	{ API_CREATE_TOPICS, 0, 4, 5 },
@@ -55,6 +66,7 @@ static const struct api_range apis[] = {
 	{ API_DESCRIBE_CONFIGS, 0, 4, 4 },
 	{ API_ALTER_CONFIGS, 0, 2, 2 },
 	{ API_SASL_AUTHENTICATE, 0, 2, 2 },
+	{ TFS_KAFKA_API_DELETE_GROUPS, 0, 1, 2 },
 	{ API_INCREMENTAL_ALTER_CONFIGS, 0, 1, 1 },
 };
 #define NAPIS (sizeof(apis) / sizeof(apis[0]))
@@ -251,7 +263,7 @@ static void metadata_topic(struct tfs_kafka_ctx *ctx, struct kw *w, const char *
 	kw_i16(w, error);
 	kw_cstr(w, name);
 	if (v >= 1)
-		kw_i8(w, 0);                    /* is_internal */
+		kw_i8(w, t && tfs_topic_internal(t));   /* is_internal */
 	kw_array(w, np);
 	for (int32_t p = 0; p < np; p++) {
 		kw_i16(w, E_NONE);
@@ -410,6 +422,10 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 		err = E_UNKNOWN_TOPIC_OR_PARTITION;
 	} else if (!tfs__kafka_may_topic(ctx, t, MAY_WRITE_DIR)) {
 		err = E_TOPIC_AUTHORIZATION_FAILED;
+	} else if (tfs_topic_internal(t)) {
+		/* Kafka's answer to a client producing to an internal topic */
+		err = E_INVALID_TOPIC;
+		tfs_log_warn("kafka", "produce to %s/%d refused: an internal topic", name, (int)p->index);
 	} else if (p->null || p->records.len == 0) {
 		err = E_INVALID_RECORD;
 	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&
@@ -1107,7 +1123,23 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		return tfs__kafka_sasl_handshake(ctx, &r, w);
 	case API_SASL_AUTHENTICATE:
 		return tfs__kafka_sasl_authenticate(ctx, &r, w);
+	case TFS_KAFKA_API_OFFSET_COMMIT:
+	case TFS_KAFKA_API_OFFSET_FETCH:
+	case TFS_KAFKA_API_FIND_COORDINATOR:
+	case TFS_KAFKA_API_JOIN_GROUP:
+	case TFS_KAFKA_API_HEARTBEAT:
+	case TFS_KAFKA_API_LEAVE_GROUP:
+	case TFS_KAFKA_API_SYNC_GROUP:
+	case TFS_KAFKA_API_DESCRIBE_GROUPS:
+	case TFS_KAFKA_API_LIST_GROUPS:
+	case TFS_KAFKA_API_DELETE_GROUPS:
+		return tfs__kafka_groups_handle(ctx, &r, w);
 	default:
 		return KAFKA_CLOSE;
 	}
+}
+
+bool tfs__kafka_may_read_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t)
+{
+	return tfs__kafka_may_topic(ctx, t, MAY_READ_DIR);
 }

@@ -37,6 +37,7 @@ struct tfs_kafka;
 
 #define TFS_KAFKA_REQUEST_MAX_DEFAULT (100 * 1024 * 1024)   /* socket.request.max.bytes */
 #define TFS_KAFKA_THREADS_DEFAULT 2
+#define TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS 3000  /* group.initial.rebalance.delay.ms */
 
 enum {
 	TFS_KAFKA_SASL_PLAIN = 1,          /* RFC 4616 */
@@ -62,6 +63,8 @@ struct tfs_kafka_config {
 	                                    * bits, default both */
 	char sasl_credentials[4096];       /* kafka_sasl_credentials: the file of
 	                                    * principals (docs/kafka.md, SASL) */
+	int64_t group_initial_rebalance_delay_ms;  /* how long a new group waits for
+	                                    * more members before its first generation */
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c);

@@ -172,6 +172,9 @@ struct tfs_kafka_ctx {
 	int64_t now_ms;                     /* monotonic, of this attempt */
 	int64_t parked_at_ms;               /* first attempt of a parked request */
 	int64_t wake_at_ms;                 /* set with KAFKA_PARK: try again by then */
+	uint64_t conn_id;                   /* the connection's, unique while listening */
+	bool retry;                         /* a parked request handled again */
+	const char *peer_host;              /* "/ADDRESS" as Java prints it, or "" */
 };
 
 enum tfs_kafka_verdict {
@@ -209,6 +212,8 @@ struct tfs_kafka {
 	                                     * with none is skipped) */
 	atomic_uint_fast64_t appends;       /* appends seen by the hook: a loop that
 	                                     * parked while one happened looks again */
+	atomic_uint_fast64_t conns;         /* connection ids handed out */
+	struct tfs_kgroups *groups;         /* the group coordinator (group.h) */
 };
 /* ---- api.c: what the handlers of every api_*.c share ---- */
 
@@ -297,6 +302,24 @@ enum tfs_kafka_verdict tfs__kafka_sasl_authenticate(struct tfs_kafka_ctx *ctx, s
  * header; a failure closes the connection. */
 enum tfs_kafka_verdict tfs__kafka_sasl_raw_token(struct tfs_kafka_ctx *ctx, const uint8_t *tok,
                                                  size_t len, struct kw *w);
+/* The read rule of access.c for a topic (search on the root, r-x on it). */
+bool tfs__kafka_may_read_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t);
+
+/* ---- api_groups.c: the consumer-group requests ---- */
+enum {
+	TFS_KAFKA_API_OFFSET_COMMIT = 8,
+	TFS_KAFKA_API_OFFSET_FETCH = 9,
+	TFS_KAFKA_API_FIND_COORDINATOR = 10,
+	TFS_KAFKA_API_JOIN_GROUP = 11,
+	TFS_KAFKA_API_HEARTBEAT = 12,
+	TFS_KAFKA_API_LEAVE_GROUP = 13,
+	TFS_KAFKA_API_SYNC_GROUP = 14,
+	TFS_KAFKA_API_DESCRIBE_GROUPS = 15,
+	TFS_KAFKA_API_LIST_GROUPS = 16,
+	TFS_KAFKA_API_DELETE_GROUPS = 42,
+};
+enum tfs_kafka_verdict tfs__kafka_groups_handle(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                struct kw *w);
 
 /* Wakes parked long polls of every loop (the engine's append hook). */
 void tfs__kafka_wake(struct tfs_kafka *k);

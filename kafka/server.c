@@ -56,6 +56,7 @@
 #include "engine/engine.h"
 #include "engine/segment.h"
 #include "io/log.h"
+#include "kafka/group.h"
 
 #define OUT_HIGH (1u << 20)             /* (3) responses waiting before a mute */
 #define READ_CHUNK (64u << 10)          /* bytes buffered beyond the frame in hand */
@@ -78,6 +79,8 @@ struct conn {
 	struct conn *pnext;                 /* parked connections of the loop */
 	bool parked;
 	int64_t parked_at, wake_at;
+	uint64_t id;                        /* tfs_kafka_ctx.conn_id */
+	char host[INET6_ADDRSTRLEN + 2];    /* "/ADDRESS" (DescribeGroups' client host) */
 	struct tfs_kafka_peer peer;
 	struct tfs_kafka_sasl sasl;
 	uint8_t *in;
@@ -255,7 +258,9 @@ static int conn_process(struct conn *c)
 	while (!c->parked && c->out_bytes <= OUT_HIGH && c->in_len >= 4) {
 		uint32_t size = ((uint32_t)c->in[0] << 24) | ((uint32_t)c->in[1] << 16) |
 		                ((uint32_t)c->in[2] << 8) | c->in[3];
-		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer, .sasl = &c->sasl };
+		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer, .sasl = &c->sasl,
+		                             .conn_id = c->id, .retry = c->parked_at != 0,
+		                             .peer_host = c->host };
 		bool raw = tfs__kafka_sasl_raw(&c->sasl);
 		enum tfs_kafka_verdict v;
 		struct kw w;
@@ -374,6 +379,25 @@ close:
 	conn_close(c);
 }
 
+/* "/ADDRESS" of the peer of fd, as Java's InetAddress prints it; "" if unknown. */
+static void peer_host(int fd, char *buf, size_t cap)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	const void *addr = NULL;
+
+	buf[0] = '\0';
+	if (getpeername(fd, (struct sockaddr *)&sa, &len) < 0)
+		return;
+	if (sa.ss_family == AF_INET)
+		addr = &((struct sockaddr_in *)&sa)->sin_addr;
+	else if (sa.ss_family == AF_INET6)
+		addr = &((struct sockaddr_in6 *)&sa)->sin6_addr;
+	buf[0] = '/';
+	if (!addr || !inet_ntop(sa.ss_family, addr, buf + 1, (socklen_t)(cap - 1)))
+		buf[0] = '\0';
+}
+
 static void accept_all(struct tfs_kafka_loop *lp)
 {
 	struct tfs_kafka *k = lp->k;
@@ -400,6 +424,8 @@ static void accept_all(struct tfs_kafka_loop *lp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
 		c->lp = lp;
+		c->id = atomic_fetch_add(&k->conns, 1) + 1;
+		peer_host(fd, c->host, sizeof(c->host));
 		/* on a SASL listener a connection is nobody until it authenticates */
 		if (k->cfg.sasl)
 			c->peer = (struct tfs_kafka_peer){ .uid = (uid_t)-1, .gid = (gid_t)-1 };
@@ -664,6 +690,12 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 		}
 		lp->started = true;
 	}
+	rc = tfs_kgroups_create(k, tfs_engine_groups(e), k->cfg.group_initial_rebalance_delay_ms,
+	                        &k->groups);
+	if (rc < 0) {
+		tfs_log_error("kafka", "cannot start the group coordinator: %s", tfs_strerror(rc));
+		goto fail;
+	}
 	tfs_engine_set_append_hook(e, kafka_appended, k);
 	tfs_log_info("kafka", "listening on %s://%s:%u (advertised %s:%u), node.id=%d, "
 	             "cluster id %s, %d threads%s%s", k->cfg.sasl ? "SASL_PLAINTEXT" : "PLAINTEXT",
@@ -699,6 +731,7 @@ void tfs_kafka_stop(struct tfs_kafka *k)
 	}
 	if (k->listen_fd >= 0)
 		close(k->listen_fd);
+	tfs_kgroups_destroy(k->groups);      /* no loop runs a request now */
 	free(k->loops);
 	tfs__kafka_creds_free(k->creds);
 	free(k);

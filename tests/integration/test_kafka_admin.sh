@@ -7,7 +7,7 @@
 t_require_daemon
 KW=$T_LIB_DIR/kafka_wire.py
 
-kmount() { t_kafka_mount PLAINTEXT 127.0.0.1 "$@"; }
+kmount() { t_kafka_mount "$@"; }
 kw() { "$T_PY" "$KW" "$PORT" "$@"; }
 
 # (a) Configs through the protocol are the attributes: described as they are,
@@ -98,7 +98,7 @@ PY
 
 # smount CREDS [OPTS]: a SASL_PLAINTEXT listener on 0.0.0.0 (a SASL listener may
 # bind any address; clients are told "localhost") with the credentials file CREDS.
-smount() { t_kafka_mount SASL_PLAINTEXT 0.0.0.0 "kafka_sasl_credentials=$1${2:+,$2}"; }
+smount() { t_kafka_listen SASL_PLAINTEXT 0.0.0.0 "kafka_sasl_credentials=$1${2:+,$2}"; }
 
 # (b) SASL: PLAIN and SCRAM-SHA-256 from kafka-python (SaslHandshake v0, bare
 # tokens) and from librdkafka (v1 and SaslAuthenticate), a good and a bad

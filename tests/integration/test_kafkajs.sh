@@ -16,7 +16,7 @@ need_kafkajs() {
 		skip "KafkaJS is not installed (scripts/install-deps.sh --tests runs npm ci in tests/kafkajs)"
 }
 
-jmount() { t_kafka_mount "$1" 127.0.0.1 "${2:-}"; }
+jmount() { t_kafka_listen "$1" 127.0.0.1 "${2:-}"; }
 js() { node "$JS/run.mjs" "$BROKER" "$@"; }
 
 # (a) Both doors, tombstones, codecs, idempotence and admin calls on one mount.
