@@ -4,8 +4,8 @@
 # records are files, a file written in the mount moves its offsets, a null value
 # is a tombstone and the file vanishes (seed 000's emitirLapide, as written),
 # gzip (its one built-in codec), an idempotent producer, the admin calls, and
-# SASL PLAIN and SCRAM-SHA-256. KafkaJS's consumer always joins a group, which
-# the listener does not serve yet, so no KafkaJS consumer runs here.
+# SASL PLAIN and SCRAM-SHA-256, and a KafkaJS consumer group reading what both
+# doors wrote.
 . "$(dirname "$0")/lib.sh"
 t_require_daemon
 KW=$T_LIB_DIR/kafka_wire.py
@@ -22,7 +22,7 @@ js() { node "$JS/run.mjs" "$BROKER" "$@"; }
 # (a) Both doors, tombstones, codecs, idempotence and admin calls on one mount.
 c_kafkajs() {
 	need_kafkajs
-	jmount PLAINTEXT
+	jmount PLAINTEXT group.initial.rebalance.delay.ms=0
 	mkdir "$MNT/t"
 	assert_eq sent "$(js produce t)" "produce"
 	assert_cat "$MNT/t/0/plain" "by kafkajs"
@@ -36,6 +36,14 @@ c_kafkajs() {
 	assert_eq sent "$(js idempotent t)" "an idempotent producer"
 	assert_cat "$MNT/t/0/idem" v2
 	assert_eq 7 "$(t_leo t/0)" "log end after three idempotent records"
+	# a consumer group reads what both doors wrote, the tombstone as a null value
+	assert_eq "0 plain=by kafkajs
+1 gz=$(printf 'gzip %.0s' $(seq 40))
+2 shell=from-the-shell
+3 plain=null
+4 idem=v0
+5 idem=v1
+6 idem=v2" "$(js consume t g1 7)" "consumed by a KafkaJS group"
 	# createTopics (cleanup.policy=delete), alterConfigs of retention.ms alone
 	# (which, as in Kafka, replaces the whole set: cleanup.policy is the default
 	# again), describeConfigs, a refused value, a refused replication factor;

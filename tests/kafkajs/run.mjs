@@ -106,6 +106,30 @@ const cases = {
       })));
     });
   },
+  // TOPIC GROUP N: a consumer of GROUP from the beginning; prints the first N
+  // records as "offset key=value" (null for a tombstone), then leaves the group.
+  async consume(topic, groupId, n) {
+    const consumer = client().consumer({ groupId, allowAutoTopicCreation: false });
+    const got = [];
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await new Promise((resolve, reject) => {
+      // a guard against a hang, not a measurement: the shell's case fails
+      const guard = setTimeout(() => reject(new Error(`${got.length} of ${n} records`)), 60000);
+      consumer.run({
+        eachMessage: async ({ message }) => {
+          const v = message.value === null ? 'null' : message.value.toString();
+          got.push(`${message.offset} ${message.key}=${v}`);
+          if (got.length >= Number(n)) {
+            clearTimeout(guard);
+            resolve();
+          }
+        },
+      }).catch(reject);
+    });
+    await consumer.disconnect();
+    console.log(got.join('\n'));
+  },
   async 'delete-topic'(topic) {
     await withAdmin(client(), (a) => a.deleteTopics({ topics: [topic] }));
     console.log('deleted');
