@@ -5,14 +5,16 @@
  * Deleting a topic removes it from the registry, marks it deleted, closes its
  * partitions and removes its files; holders of a reference see tfs_topic_deleted().
  *
- * Creation order (crash-safe): partition directories first, then topics/<topic>,
- * whose appearance commits the topic. Deletion order: topics/<topic> is rewritten
+ * Creation order (crash-safe): the marker topics/.new-<topic>, partition
+ * directories, then topics/<topic>, whose appearance commits the topic, then the
+ * marker goes. Deletion order: topics/<topic> is rewritten
  * with topicfs.deleting=1 (the commit point: from here on the topic is gone), the
  * partition directories are renamed "<topic>-<N>.<id>-delete" (Kafka's suffix; see
  * delete_dir_name), the config goes, then the renamed directories are removed. At
  * open, "-delete" directories are removed, a topic whose config says deleting is
- * finished (its partition directories and then its config removed), and empty
- * partition directories without a config (a creation that did not commit) too.
+ * finished (its partition directories and then its config removed), and the
+ * empty partition directories of a marked creation without a config (one that did
+ * not commit) too; unmarked ones without a config are broker copies, kept.
  *
  * Lock order: e->lock -> t->lock -> the partition's locks (partition_log.h).
  */
@@ -447,6 +449,62 @@ static void remove_partition_dir(struct tfs_engine *e, const char *path)
 
 static int topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
                         uid_t uid, gid_t gid, mode_t mode, const struct tfs_topic_config *cfg);
+/* topics/.new-<topic>: a creation in progress (docs/format.md §1). Written before
+ * the first partition directory and removed after the commit point, it is what
+ * tells a creation that never committed from a partition directory copied out of
+ * a broker, which holds no topics/ file either and may be just as empty. The
+ * leading '.' keeps it out of the topic configs (no topic name starts with '.'),
+ * and the name stays within NAME_MAX for a 249-character topic. */
+#define CREATING_PREFIX ".new-"
+
+static void creating_name(char *buf, size_t cap, const char *topic)
+{
+	snprintf(buf, cap, "%s%s", CREATING_PREFIX, topic);
+}
+
+/* Writes the marker, durably: the file and its directory entry. */
+static int creating_mark(struct tfs_engine *e, const char *topic)
+{
+	char name[PATH_CAP];
+	int fd, rc;
+
+	if (e->cfgfd < 0)
+		return -ENOENT;
+	creating_name(name, sizeof(name), topic);
+	fd = tfs_io_openat(e->io, e->cfgfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fd;
+	rc = tfs_io_fsync(e->io, fd, false);
+	close(fd);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(e->io, e->cfgfd);
+	return rc;
+}
+
+/* Removes the marker. Not synced: if it comes back after a crash, the topic's
+ * config or the absence of its directories says what it was, and the next open
+ * removes it again. */
+static void creating_unmark(struct tfs_engine *e, const char *topic)
+{
+	char name[PATH_CAP];
+	int rc;
+
+	creating_name(name, sizeof(name), topic);
+	rc = tfs_io_unlinkat(e->io, e->cfgfd, name, 0);
+	if (rc < 0 && rc != -ENOENT)
+		tfs_log_warn("engine", "cannot remove %s/%s/%s: %s; removed at the next open",
+		             e->data_dir, CONFIG_DIR, name, tfs_strerror(rc));
+}
+
+static bool creating_marked(struct tfs_engine *e, const char *topic)
+{
+	char name[PATH_CAP];
+
+	if (e->cfgfd < 0)
+		return false;
+	creating_name(name, sizeof(name), topic);
+	return faccessat(e->cfgfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
 
 int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
                             uid_t uid, gid_t gid, mode_t mode)
@@ -470,6 +528,7 @@ static int topic_create(struct tfs_engine *e, const char *name, int32_t partitio
 	struct tfs_topic *t = NULL;
 	char path[PATH_CAP];
 	int32_t made = 0;
+	bool marked = false;
 	int rc;
 
 	if (e->cfg.read_only)
@@ -503,6 +562,10 @@ static int topic_create(struct tfs_engine *e, const char *name, int32_t partitio
 	t->meta.gid = gid;
 	t->meta.mode = mode & 07777;
 	t->meta.partitions = partitions;
+	rc = creating_mark(e, name);
+	if (rc < 0)
+		goto out;
+	marked = true;
 	for (made = 0; made < partitions; made++) {
 		rc = open_partition(t, made, true, &t->parts[made]);
 		if (rc < 0)
@@ -516,14 +579,23 @@ static int topic_create(struct tfs_engine *e, const char *name, int32_t partitio
 		rc = registry_insert(e, t);
 	if (rc == 0)
 		cleaner_register(e, t, 0);
+	if (rc == 0)
+		creating_unmark(e, name);
 out:
 	pthread_rwlock_unlock(&e->lock);
 	if (rc < 0 && t) {
-		for (int32_t i = 0; i < t->nparts; i++) {
-			tfs_plog_close(t->parts[i]);
+		bool gone = true;
+		for (int32_t i = 0; i <= t->nparts && i < partitions; i++) {
+			if (i < t->nparts)
+				tfs_plog_close(t->parts[i]);
 			partition_path(path, sizeof(path), e, name, i);
 			remove_partition_dir(e, path);
+			gone &= faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
 		}
+		/* the marker goes only with the last directory: what a failed removal
+		 * left is removed at the next open, which the marker asks for */
+		if (marked && gone && tfs_io_fsync_dir(e->io, e->dirfd) == 0)
+			creating_unmark(e, name);
 		t->nparts = 0;
 		topic_free(t);
 		tfs_log_error("engine", "cannot create topic %s: %s", name, tfs_strerror(rc));
@@ -964,6 +1036,37 @@ static int load_configs(struct tfs_engine *e)
 	return rc;
 }
 
+/* Removes creation markers that no longer mean anything: of a topic whose config
+ * exists (the creation committed), or of which no partition directory exists (the
+ * creation stopped before making one). A marker beside directories that are still
+ * there (removal failed) stays, so the next open tries again. */
+static void sweep_creating_marks(struct tfs_engine *e)
+{
+	size_t plen = strlen(CREATING_PREFIX);
+	DIR *d;
+	struct dirent *de;
+
+	if (e->cfgfd < 0 || !(d = tfs_dir_stream(e->cfgfd)))
+		return;
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		const char *topic = de->d_name + plen;
+		bool found = false;
+		size_t at;
+
+		if (strncmp(de->d_name, CREATING_PREFIX, plen) != 0)
+			continue;
+		at = topic_pos(e, topic, &found);
+		if (found && (atomic_load(&e->topics[at]->unconfigured) ||
+		              e->topics[at]->meta.partitions <= 0))
+			continue;
+		if (tfs_io_unlinkat(e->io, e->cfgfd, de->d_name, 0) == 0)
+			tfs_log_info("engine", "removed %s/%s/%s left by a creation", e->data_dir,
+			             CONFIG_DIR, de->d_name);
+	}
+	closedir(d);
+}
+
 /* Finishes the deletions that had committed (nparts == -3) when the data directory
  * was last closed: their partition directories went in load_topics' pass 1; the
  * config goes now, and the topic with it. A read-only open leaves them out. */
@@ -1063,17 +1166,25 @@ static int load_topics(struct tfs_engine *e)
 			e->cfg.progress(e->cfg.progress_arg, i, e->ntopics);
 
 		if (!has_config && !t->config_refused) {
-			/* no config: a topic copied from a Kafka broker, or a creation that
-			 * never committed (empty directories) */
+			/* no config: a creation that never committed (its marker says so,
+			 * and it wrote no record), or a topic copied from a Kafka broker,
+			 * which is left as it is, empty or not */
 			bool any = false;
 			for (int32_t p = 0; p < want; p++) {
 				partition_path(path, sizeof(path), e, t->name, p);
 				any |= dir_has_records(path);
 			}
-			if (!any) {
-				for (int32_t p = 0; p < want && !e->cfg.read_only; p++) {
-					partition_path(path, sizeof(path), e, t->name, p);
-					remove_partition_dir(e, path);
+			if (!any && creating_marked(e, t->name)) {
+				if (!e->cfg.read_only) {
+					bool gone = true;
+					for (int32_t p = 0; p < want; p++) {
+						partition_path(path, sizeof(path), e, t->name, p);
+						remove_partition_dir(e, path);
+						gone &= faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
+					}
+					/* the directories are gone for good before the marker goes */
+					if (gone && tfs_io_fsync_dir(e->io, e->dirfd) == 0)
+						creating_unmark(e, t->name);
 				}
 				tfs_log_info("engine", "removed uncommitted topic %s", t->name);
 				t->nparts = 0;
@@ -1108,6 +1219,8 @@ static int load_topics(struct tfs_engine *e)
 			rc = 0;
 		}
 	}
+	if (!e->cfg.read_only)
+		sweep_creating_marks(e);
 	/* drop topics that ended up with no partitions */
 	for (size_t i = 0; i < e->ntopics;) {
 		if (e->topics[i]->nparts == 0) {

@@ -19,14 +19,15 @@ scripts/install-deps.sh --tests || { echo "test: cannot install dependencies" >&
 passed=0 failed=0 skipped=0
 declare -a failures=()
 step() {   # step NAME COMMAND... : runs it, counts it
-	local name=$1; shift
+	local name=$1 t0=$SECONDS; shift
 	echo "=== $name"
 	if "$@"; then
 		passed=$((passed + 1))
+		echo "=== passed: $name ($((SECONDS - t0)) s)"
 	else
 		failed=$((failed + 1))
 		failures+=("$name")
-		echo "=== FAILED: $name"
+		echo "=== FAILED: $name ($((SECONDS - t0)) s)"
 	fi
 }
 

@@ -210,13 +210,58 @@ static void delete_refuses_live_keys_then_removes_every_file(void **state)
 	assert_int_equal(tfs_engine_topic_create(f->e, "gone", 1, 0, 0, 0755), 0);
 }
 
+/* Entries of dir whose names start with the first plen bytes of prefix. */
+static int entries_like(const char *dir, const char *prefix, size_t plen)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		bool like = de->d_name[0] != '.' && !strncmp(de->d_name, prefix, plen);
+		if (like)
+			print_message("left over: %s/%s\n", dir, de->d_name);
+		n += like;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether topics/.new-<topic>, a creation's marker (docs/format.md §1), exists. */
+static int creating_marker(struct fx *f, const char *topic)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/topics/.new-%s", f->dir, topic);
+	return access(p, F_OK) == 0;
+}
+
+/* The topic's partition directories, whole or renamed (their names start with
+ * the topic's), and any file in topics/. */
+static int leftovers(struct fx *f, const char *topic)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/topics", f->dir);
+	return entries_like(f->dir, topic, 32) + entries_like(p, "", 0) + creating_marker(f, topic);
+}
+
 static void an_uncommitted_creation_and_a_half_deletion_are_finished_at_open(void **state)
 {
 	struct fx *f = *state;
 	char p[4200];
 
+	snprintf(p, sizeof(p), "%s/topics", f->dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/topics/.new-half", f->dir);
+	t_write_file(p, "", 0);                           /* its creation's marker */
 	snprintf(p, sizeof(p), "%s/half-0", f->dir);
 	mkdir(p, 0755);                                   /* created, never committed */
+	snprintf(p, sizeof(p), "%s/half-1", f->dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/half-1/00000000000000000000.log", f->dir);
+	t_write_file(p, "", 0);
 	snprintf(p, sizeof(p), "%s/old-0.12345-delete", f->dir);
 	mkdir(p, 0755);                                   /* deletion interrupted */
 	snprintf(p, sizeof(p), "%s/old-0.12345-delete/00000000000000000000.log", f->dir);
@@ -228,6 +273,47 @@ static void an_uncommitted_creation_and_a_half_deletion_are_finished_at_open(voi
 	assert_int_equal(access(p, F_OK), -1);
 	snprintf(p, sizeof(p), "%s/old-0.12345-delete", f->dir);
 	assert_int_equal(access(p, F_OK), -1);
+	assert_int_equal(leftovers(f, "half"), 0);
+}
+
+/* Regression: an empty partition directory without a config - a topic a broker
+ * had created and nobody had produced to, copied out - was taken for a creation
+ * that never committed and removed at the second open. Only a creation's marker
+ * says that; without one the directory is a copy, left as it is. A stale marker
+ * (of a committed topic, or of no directory at all) goes at open. */
+static void an_empty_broker_copy_is_kept_and_stale_markers_go(void **state)
+{
+	struct fx *f = *state;
+	char p[4200];
+	struct tfs_topic *t;
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "kept", 1, 0, 0, 0755), 0);
+	assert_false(creating_marker(f, "kept"));
+	snprintf(p, sizeof(p), "%s/topics/.new-kept", f->dir);
+	t_write_file(p, "", 0);                           /* a crash before its removal */
+	snprintf(p, sizeof(p), "%s/topics/.new-never", f->dir);
+	t_write_file(p, "", 0);                           /* a crash before any mkdir */
+	snprintf(p, sizeof(p), "%s/empty-0", f->dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/empty-0/00000000000000000000.log", f->dir);
+	t_write_file(p, "", 0);
+	snprintf(p, sizeof(p), "%s/empty-0/00000000000000000000.index", f->dir);
+	t_write_file(p, "", 0);
+	for (int round = 0; round < 2; round++) {
+		open_engine(f);
+		t = tfs_engine_topic_get(f->e, "empty");
+		assert_non_null(t);
+		assert_true(tfs_topic_unconfigured(t));
+		tfs_topic_unref(t);
+		snprintf(p, sizeof(p), "%s/empty-0/00000000000000000000.log", f->dir);
+		assert_int_equal(access(p, F_OK), 0);
+		t = tfs_engine_topic_get(f->e, "kept");
+		assert_non_null(t);
+		tfs_topic_unref(t);
+		assert_false(creating_marker(f, "kept"));
+		assert_false(creating_marker(f, "never"));
+	}
 }
 
 /* Topic "orig" with k = "broker", and its partition directory copied alone to
@@ -324,33 +410,6 @@ static void longest_name(char name[250], char c)
 	name[249] = '\0';
 }
 
-/* Entries of dir whose names start with the first plen bytes of prefix. */
-static int entries_like(const char *dir, const char *prefix, size_t plen)
-{
-	struct dirent *de;
-	DIR *d = opendir(dir);
-	int n = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		bool like = de->d_name[0] != '.' && !strncmp(de->d_name, prefix, plen);
-		if (like)
-			print_message("left over: %s/%s\n", dir, de->d_name);
-		n += like;
-	}
-	closedir(d);
-	return n;
-}
-
-/* The topic's partition directories, whole or renamed (their names start with
- * the topic's), and any file in topics/. */
-static int leftovers(struct fx *f, const char *topic)
-{
-	char p[4200];
-
-	snprintf(p, sizeof(p), "%s/topics", f->dir);
-	return entries_like(f->dir, topic, 32) + entries_like(p, "", 0);
-}
 
 /* Regression (issue 11, bug 6): "<topic>-<N>.<stamp>-delete" did not fit in 255
  * bytes for names of 233 characters and more: the rename failed with
@@ -431,6 +490,7 @@ static bool whole_or_gone(struct fx *f, const char *name, bool with_keys)
 		return false;
 	}
 	assert_int_equal(tfs_topic_partition_count(t), 3);
+	assert_false(creating_marker(f, name));
 	for (int32_t p = 0; p < 3; p++) {
 		struct tfs_keyinfo info;
 		assert_int_equal(tfs_plog_lookup(tfs_topic_partition(t, p), tfs_slice_make("k", 1), &info),
@@ -835,6 +895,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(several_configs_change_as_one_or_not_at_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(delete_refuses_live_keys_then_removes_every_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(an_empty_broker_copy_is_kept_and_stale_markers_go, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_partition_directory_without_config_is_a_broker_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_broker_copy_is_left_alone_until_a_config_is_set, setup,
 		                                teardown),

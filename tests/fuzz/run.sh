@@ -9,6 +9,7 @@
 # Usage: tests/fuzz/run.sh              Ends with "fuzz: N passed, M failed".
 # Environment:
 #   FUZZ_SECONDS    seconds per harness (default 45)
+#   FUZZ_PAR        harnesses run at once (default: nproc)
 #   FUZZ_ONLY       space-separated harness names to run (default: all), e.g. "bulk opts"
 #   FUZZ_BUILD_DIR  the clang build (default build-fuzz; configured here if needed)
 #   FUZZ_ARTIFACTS  where crash inputs and logs go (default: a fresh temp dir,
@@ -66,9 +67,10 @@ scratch_base=/tmp
 export TFS_FUZZ_TMP=$(mktemp -d "$scratch_base/tfs-fuzz-run.XXXXXX")
 trap 'rm -rf "$TFS_FUZZ_TMP"' EXIT
 
-passed=0 failed=0
-declare -a failures=()
-for n in "${names[@]}"; do
+# One harness: fuzzes a scratch copy of its corpus, then writes its verdict line
+# to $artifacts/NAME.result ("ok ..." or "FAILED ...", then the report's lines).
+run_one() {
+	local n=$1 work log rc runs speed cov
 	work=$(mktemp -d /tmp/tfs-fuzz-corpus.XXXXXX)
 	[ -d "tests/fuzz/corpus/$n" ] && cp tests/fuzz/corpus/"$n"/* "$work"/ 2>/dev/null
 	[ -d "tests/fuzz/regress/$n" ] && cp tests/fuzz/regress/"$n"/* "$work"/ 2>/dev/null
@@ -82,15 +84,41 @@ for n in "${names[@]}"; do
 	speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
 	if [ "$rc" -eq 0 ]; then
+		echo "ok: ${runs:-?} runs, ${speed:-?} exec/s, ${cov:-cov: ?}" >"$artifacts/$n.result"
+	else
+		{
+			echo "FAILED (exit $rc): log $log, inputs in $artifacts/$n/"
+			grep -E 'ERROR: |SUMMARY: |fuzz: property failed|Test unit written' "$log" | head -n 8
+		} >"$artifacts/$n.result"
+	fi
+	rm -rf "$work"
+}
+
+# The harnesses are single-threaded: run FUZZ_PAR of them at once (default: one
+# per core), each still for its full time.
+par=${FUZZ_PAR:-$jobs}
+running=0
+for n in "${names[@]}"; do
+	if [ "$running" -ge "$par" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	run_one "$n" &
+	running=$((running + 1))
+done
+wait
+
+passed=0 failed=0
+declare -a failures=()
+for n in "${names[@]}"; do
+	if [ -f "$artifacts/$n.result" ] && head -n 1 "$artifacts/$n.result" | grep -q '^ok:'; then
 		passed=$((passed + 1))
-		echo "fuzz_$n: ok: ${runs:-?} runs, ${speed:-?} exec/s, ${cov:-cov: ?}"
 	else
 		failed=$((failed + 1))
 		failures+=("$n")
-		echo "fuzz_$n: FAILED (exit $rc): log $log, inputs in $artifacts/$n/"
-		grep -E 'ERROR: |SUMMARY: |fuzz: property failed|Test unit written' "$log" | head -n 8
+		[ -f "$artifacts/$n.result" ] || echo "FAILED: no verdict" >"$artifacts/$n.result"
 	fi
-	rm -rf "$work"
+	sed "1s/^/fuzz_$n: /" "$artifacts/$n.result"
 done
 
 echo

@@ -33,6 +33,7 @@ for f in "${files[@]}"; do
 		echo "not ok - $name: no such test file"; fail=$((fail + 1)); continue
 	fi
 	out=$(mktemp)
+	t0=$SECONDS
 	timeout --signal=TERM --kill-after=30 "${T_FILE_TIMEOUT:-900}" bash "$f" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 	p=$(grep -c '^ok - ' "$out")
@@ -43,6 +44,7 @@ for f in "${files[@]}"; do
 		m=1
 	fi
 	pass=$((pass + p)) fail=$((fail + m)) skip=$((skip + s))
+	echo "# time $name: $((SECONDS - t0)) s"
 	rm -f "$out"
 done
 echo "integration: $pass passed, $fail failed, $skip skipped"
