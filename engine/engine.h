@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/groups.h"
 #include "engine/partition_log.h"
 #include "engine/topic_config.h"
 #include "io/io.h"
@@ -45,6 +46,7 @@ struct tfs_engine_config {
 	int32_t default_partitions;               /* for new topics, >= 1 */
 	struct tfs_topic_config topic_defaults;
 	struct tfs_cleaner_config cleaner;
+	struct tfs_groups_config groups;          /* consumer groups' offsets store */
 	unsigned max_open_files;                  /* segment fd cache bound; 0 = 4096 */
 	const char *fault_spec;                   /* io fault injection (tests); NULL */
 	/* Called from tfs_engine_open after each topic's partitions are opened (done of
@@ -117,6 +119,17 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition);
 void tfs_topic_get_config(struct tfs_topic *t, struct tfs_topic_config *c);
 int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *value);
 void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m);
+/* Several config changes as one (Kafka's AlterConfigs and IncrementalAlterConfigs):
+ * each (names[i], values[i]) in turn, with tfs_topic_set_config's checks, onto the
+ * topic's config, or onto the mount's topic defaults when from_defaults (a whole
+ * new set); a NULL value puts the mount's default back. One atomic persist for
+ * all; validate_only checks and changes nothing. On a refusal nothing changes and
+ * *bad is the index of the pair refused (n otherwise). Errors: -EINVAL (a name or
+ * value; *bad says which), TFS_EREADONLY, -ENOENT (deleted), the file's errors. */
+int tfs_topic_set_configs(struct tfs_topic *t, bool from_defaults, const char *const *names,
+                          const char *const *values, size_t n, bool validate_only, size_t *bad);
+/* The mount's topic defaults (tfs_engine_config.topic_defaults). */
+void tfs_engine_topic_defaults(const struct tfs_engine *e, struct tfs_topic_config *out);
 int tfs_topic_set_owner(struct tfs_topic *t, uid_t uid, gid_t gid);
 int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
 
@@ -126,6 +139,20 @@ int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
  * returns, no call of the old fn is running or will start. */
 void tfs_engine_set_append_hook(struct tfs_engine *e, void (*fn)(void *arg, struct tfs_plog *pl),
                                 void *arg);
+
+/* Consumer groups' committed offsets (groups.h), kept in the internal topic
+ * __consumer_offsets. Borrowed, valid until tfs_engine_close. */
+struct tfs_groups *tfs_engine_groups(struct tfs_engine *e);
+/* Whether t is internal (__consumer_offsets): tfs_engine_topic_create and
+ * tfs_engine_topic_delete refuse its name, tfs_topic_add_partition refuses it
+ * (-EPERM, logged); only the groups' store writes its records, and front ends
+ * refuse writes to it. */
+bool tfs_topic_internal(const struct tfs_topic *t);
+/* For the groups' store: creates an internal topic with config cfg; otherwise
+ * as tfs_engine_topic_create. */
+int tfs_engine_internal_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                                     uid_t uid, gid_t gid, mode_t mode,
+                                     const struct tfs_topic_config *cfg);
 
 /* Makes every partition of every topic durable. */
 int tfs_engine_sync(struct tfs_engine *e);

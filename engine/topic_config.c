@@ -90,7 +90,7 @@
 
 #define CONFIG_FILE_MAX (64 * 1024)   /* a full file is under 1 KiB */
 #define WHY_MAX 160                   /* one reason in a log line */
-#define VALUE_MAX 64                  /* the longest formatted value, with room */
+#define VALUE_MAX TFS_TOPIC_CONFIG_VALUE_MAX
 #define DOUBLE_DIGITS_MIN 15          /* shortest round trip is 15..17 digits */
 #define DOUBLE_DIGITS_MAX 17
 

@@ -72,6 +72,9 @@ struct tfs_cleaner_config {
 	int64_t backoff_ms;            /* log.cleaner.backoff.ms, 15000 */
 };
 
+/* Room for any value tfs_topic_config_get formats, its NUL included. */
+#define TFS_TOPIC_CONFIG_VALUE_MAX 64
+
 void tfs_topic_config_defaults(struct tfs_topic_config *c);
 void tfs_cleaner_config_defaults(struct tfs_cleaner_config *c);
 

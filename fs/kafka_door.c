@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "fs/fuse_ll.h"
+#include "fs/history_fate.h"
 #include "fs/inode.h"
 #include "fs/keyname.h"
 #include "fs/mount.h"
@@ -87,6 +88,15 @@ static void door_topic_deleted(void *arg, struct tfs_topic *t)
 		fuse_lowlevel_notify_inval_entry(m->se, FUSE_ROOT_ID, name, strlen(name));
 }
 
+/* As a setfattr of a config does: the cleaner's forecast may have moved. */
+static void door_config_changed(void *arg, struct tfs_topic *t)
+{
+	struct tfs_mount *m = arg;
+
+	(void)t;
+	tfs_fate_cache_invalidate(m->fates);
+}
+
 void tfs_kafka_door_hooks(struct tfs_mount *m, struct tfs_kafka_hooks *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -94,4 +104,5 @@ void tfs_kafka_door_hooks(struct tfs_mount *m, struct tfs_kafka_hooks *h)
 	h->records = door_records;
 	h->topic_created = door_topic_created;
 	h->topic_deleted = door_topic_deleted;
+	h->config_changed = door_config_changed;
 }

@@ -121,6 +121,16 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	}
 	o->last_was_policy = false;
+	if (o->last_was_mechs && (!strcmp(arg, "PLAIN") || !strcmp(arg, "SCRAM-SHA-256"))) {
+		char both[64];
+		const char *why;
+		snprintf(both, sizeof(both), "%s,%s", o->last_mechs, arg);
+		if (tfs_kafka_config_set(&o->kafka, "sasl.enabled.mechanisms", both, &why) < 0)
+			return bad_value(o, both, why);
+		o->last_was_mechs = false;
+		return 0;
+	}
+	o->last_was_mechs = false;
 	eq = strchr(arg, '=');
 	if (!eq || arg[0] == '-')
 		return 1;
@@ -194,6 +204,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		const char *why;
 		if (tfs_kafka_config_set(&o->kafka, name, val, &why) < 0)
 			return bad_value(o, arg, why);
+		if (!strcmp(name, "sasl.enabled.mechanisms") && strlen(val) < sizeof(o->last_mechs)) {
+			strcpy(o->last_mechs, val);
+			o->last_was_mechs = true;
+		}
 		return 0;
 	}
 	if (in_list(tfs_cleaner_config_names(), name)) {
@@ -276,9 +290,13 @@ void tfs_opts_usage(const char *prog)
 	       "    -o listeners=PLAINTEXT://HOST:PORT  serve Kafka's protocol on the same\n"
 	       "                           log (off by default; docs/kafka.md)\n"
 	       "    -o kafka_allow_remote=true  let listeners bind a non-loopback address\n"
+	       "    -o listeners=SASL_PLAINTEXT://HOST:PORT,kafka_sasl_credentials=FILE\n"
+	       "                           authenticate every connection (PLAIN, SCRAM-SHA-256;\n"
+	       "                           sasl.enabled.mechanisms=...; docs/kafka.md)\n"
 	       "                           without authentication (refused otherwise)\n"
 	       "    -o NAME=VALUE          a Kafka listener setting by its broker name:\n"
 	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads\n"
+	       "                           group.initial.rebalance.delay.ms\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);
 	for (const char *const *n = tfs_topic_config_names(); *n; n++)

@@ -46,6 +46,8 @@ struct tfs_opts {
 	int bad;                             /* a parse error was printed */
 	bool last_was_policy;                /* parser state: "cleanup.policy=a,b" */
 	char last_policy[32];
+	bool last_was_mechs;                 /* "sasl.enabled.mechanisms=A,B" likewise */
+	char last_mechs[32];
 };
 
 void tfs_opts_init(struct tfs_opts *o);

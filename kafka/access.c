@@ -111,9 +111,6 @@ void tfs_kafka_peer_identify(int fd, struct tfs_kafka_peer *p)
 {
 	struct sockaddr_storage peer, self;
 	socklen_t pl = sizeof(peer), sl = sizeof(self);
-	struct passwd pw, *pwp = NULL;
-	char buf[4096];
-	int ng;
 	uid_t uid = (uid_t)-1;          /* set by diag_uid when it returns 0 */
 	int rc;
 
@@ -129,15 +126,27 @@ void tfs_kafka_peer_identify(int fd, struct tfs_kafka_peer *p)
 		             "it acts as nobody", tfs_strerror(rc));
 		return;
 	}
+	(void)tfs_kafka_peer_of_user(uid, p);  /* a uid without a name: no groups */
+}
+
+int tfs_kafka_peer_of_user(uid_t uid, struct tfs_kafka_peer *p)
+{
+	struct passwd pw, *pwp = NULL;
+	char buf[4096];
+	int ng;
+
+	memset(p, 0, sizeof(*p));
 	p->local = true;
 	p->uid = uid;
+	p->gid = (gid_t)-1;
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
-		return;                         /* a uid without a name: no groups */
+		return -ENOENT;
 	p->gid = pw.pw_gid;
 	ng = (int)(sizeof(p->groups) / sizeof(p->groups[0]));
 	if (getgrouplist(pw.pw_name, pw.pw_gid, p->groups, &ng) < 0)
 		ng = (int)(sizeof(p->groups) / sizeof(p->groups[0]));   /* the first 64 */
 	p->ngroups = ng;
+	return 0;
 }
 
 static bool in_group(const struct tfs_kafka_peer *p, gid_t gid)

@@ -3,7 +3,7 @@
  *
  * Versions: every API's range is in apis[] below, and ApiVersions advertises
  * exactly that. Nothing flexible (KIP-482) is advertised but ApiVersions v3,
- * which librdkafka sends first; an ApiVersions above it is answered as Kafka
+ * which librdkafka sends first, and the admin APIs' newest versions (api_admin.c); an ApiVersions above it is answered as Kafka
  * answers it (KIP-511): a v0 body with UNSUPPORTED_VERSION and the ApiVersions
  * range, so the client retries with a version it finds there. Any other key or
  * version outside its range closes the connection without an answer, as Kafka
@@ -27,45 +27,6 @@
 #include "engine/plog_fetch.h"
 #include "io/log.h"
 
-enum {
-	API_PRODUCE = 0,
-	API_FETCH = 1,
-	API_LIST_OFFSETS = 2,
-	API_METADATA = 3,
-	API_API_VERSIONS = 18,
-	API_CREATE_TOPICS = 19,
-	API_DELETE_TOPICS = 20,
-	API_INIT_PRODUCER_ID = 22,
-};
-
-/* Kafka's error codes (clients/.../common/protocol/Errors.java). */
-enum {
-	E_UNKNOWN = -1,
-	E_NONE = 0,
-	E_OFFSET_OUT_OF_RANGE = 1,
-	E_CORRUPT_MESSAGE = 2,
-	E_UNKNOWN_TOPIC_OR_PARTITION = 3,
-	E_MESSAGE_TOO_LARGE = 10,
-	E_INVALID_TOPIC = 17,
-	E_INVALID_REQUIRED_ACKS = 21,
-	E_TOPIC_AUTHORIZATION_FAILED = 29,
-	E_UNSUPPORTED_VERSION = 35,
-	E_TOPIC_ALREADY_EXISTS = 36,
-	E_INVALID_PARTITIONS = 37,
-	E_INVALID_REPLICATION_FACTOR = 38,
-	E_INVALID_REPLICA_ASSIGNMENT = 39,
-	E_INVALID_CONFIG = 40,
-	E_INVALID_REQUEST = 42,
-	E_OUT_OF_ORDER_SEQUENCE = 45,
-	E_INVALID_PRODUCER_EPOCH = 47,
-	E_KAFKA_STORAGE_ERROR = 56,
-	E_FETCH_SESSION_ID_NOT_FOUND = 70,
-	E_FENCED_LEADER_EPOCH = 74,
-	E_UNKNOWN_LEADER_EPOCH = 75,
-	E_UNSUPPORTED_COMPRESSION_TYPE = 76,
-	E_INVALID_RECORD = 87,
-};
-
 #define LEADER_EPOCH 0                  /* one node, never re-elected */
 #define TOPIC_MODE 0755                 /* of a topic a client creates (mkdir's
                                          * usual mode under umask 022) */
@@ -75,19 +36,38 @@ enum {
                                          * and files each, so a request cannot make
                                          * the daemon create millions */
 
+#define SASL_HANDSHAKE_NEVER_FLEXIBLE INT16_MAX   /* its spec has no flexible version */
+
 struct api_range {
 	int16_t key, min, max, first_flexible;
 };
 
 static const struct api_range apis[] = {
+	/* in key order; api_groups.c serves 8-16 and 42, api_admin.c 32, 33, 44,
+	 * sasl.c 17 and 36 */
 	{ API_PRODUCE, 3, 8, 9 },
 	{ API_FETCH, 4, 11, 12 },
 	{ API_LIST_OFFSETS, 1, 5, 6 },
 	{ API_METADATA, 0, 8, 9 },
+	{ TFS_KAFKA_API_OFFSET_COMMIT, 2, 7, 8 },
+	{ TFS_KAFKA_API_OFFSET_FETCH, 1, 5, 6 },
+	{ TFS_KAFKA_API_FIND_COORDINATOR, 0, 2, 3 },
+	{ TFS_KAFKA_API_JOIN_GROUP, 0, 5, 6 },
+	{ TFS_KAFKA_API_HEARTBEAT, 0, 3, 4 },
+	{ TFS_KAFKA_API_LEAVE_GROUP, 0, 3, 4 },
+	{ TFS_KAFKA_API_SYNC_GROUP, 0, 3, 4 },
+	{ TFS_KAFKA_API_DESCRIBE_GROUPS, 0, 4, 5 },
+	{ TFS_KAFKA_API_LIST_GROUPS, 0, 2, 3 },
+	{ API_SASL_HANDSHAKE, 0, 1, SASL_HANDSHAKE_NEVER_FLEXIBLE },
 	{ API_API_VERSIONS, 0, 3, 3 },
 	{ API_CREATE_TOPICS, 0, 4, 5 },
 	{ API_DELETE_TOPICS, 0, 3, 4 },
 	{ API_INIT_PRODUCER_ID, 0, 1, 2 },
+	{ API_DESCRIBE_CONFIGS, 0, 4, 4 },
+	{ API_ALTER_CONFIGS, 0, 2, 2 },
+	{ API_SASL_AUTHENTICATE, 0, 2, 2 },
+	{ TFS_KAFKA_API_DELETE_GROUPS, 0, 1, 2 },
+	{ API_INCREMENTAL_ALTER_CONFIGS, 0, 1, 1 },
 };
 #define NAPIS (sizeof(apis) / sizeof(apis[0]))
 
@@ -130,13 +110,9 @@ int tfs_kafka_parse_header(struct tfs_kafka_ctx *ctx, const uint8_t *frame, size
 
 /* ---- helpers ---- */
 
-struct name_buf {
-	char s[256];
-};
-
 /* Copies a topic name out of the request; false if it cannot be one (too long,
  * NUL inside): the caller answers INVALID_TOPIC. */
-static bool topic_name(struct tfs_slice s, struct name_buf *out)
+bool tfs__kafka_topic_name(struct tfs_slice s, struct name_buf *out)
 {
 	if (s.len >= sizeof(out->s) || memchr(s.p, '\0', s.len)) {
 		out->s[0] = '\0';
@@ -147,7 +123,7 @@ static bool topic_name(struct tfs_slice s, struct name_buf *out)
 	return true;
 }
 
-static bool may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int want)
+bool tfs__kafka_may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int want)
 {
 	struct tfs_topic_meta m;
 
@@ -157,14 +133,14 @@ static bool may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int 
 	       tfs_kafka_peer_may(ctx->peer, m.uid, m.gid, m.mode, want);
 }
 
-static bool may_root(const struct tfs_kafka_ctx *ctx, int want)
+bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want)
 {
 	return tfs_kafka_peer_may(ctx->peer, ctx->k->root_uid, ctx->k->root_gid, ctx->k->root_mode,
 	                          want);
 }
 
 /* The topic, if it exists and the peer may search the root (a lookup). */
-static struct tfs_topic *topic_get(struct tfs_kafka_ctx *ctx, const char *name)
+struct tfs_topic *tfs__kafka_topic_get(struct tfs_kafka_ctx *ctx, const char *name)
 {
 	struct tfs_topic *t = tfs_engine_topic_get(ctx->k->engine, name);
 
@@ -202,7 +178,7 @@ static int16_t produce_error(int rc)
 
 /* Response frame: size, correlation id, header tags (flexible); the size is
  * patched in by finish(). */
-static void begin(struct kw *w, const struct tfs_kafka_ctx *ctx, bool resp_flex)
+void tfs__kafka_begin(struct kw *w, const struct tfs_kafka_ctx *ctx, bool resp_flex)
 {
 	w->flex = resp_flex;
 	kw_i32(w, 0);
@@ -210,7 +186,7 @@ static void begin(struct kw *w, const struct tfs_kafka_ctx *ctx, bool resp_flex)
 	kw_tags(w);
 }
 
-static void finish(struct kw *w)
+void tfs__kafka_finish(struct kw *w)
 {
 	kw_patch_i32(w, 0, (int32_t)(w->len + w->span_bytes - 4));
 }
@@ -221,14 +197,14 @@ static enum tfs_kafka_verdict api_versions(struct tfs_kafka_ctx *ctx, struct kr 
 {
 	int16_t v = ctx->api_version;
 
-	begin(w, ctx, false);                   /* KIP-511: response header v0 always */
+	tfs__kafka_begin(w, ctx, false);        /* KIP-511: response header v0 always */
 	if (v > api_find(API_API_VERSIONS)->max) {
 		kw_i16(w, E_UNSUPPORTED_VERSION);  /* a v0 body naming our range */
 		kw_i32(w, 1);
 		kw_i16(w, API_API_VERSIONS);
 		kw_i16(w, 0);
 		kw_i16(w, api_find(API_API_VERSIONS)->max);
-		finish(w);
+		tfs__kafka_finish(w);
 		return KAFKA_REPLY;
 	}
 	if (v >= 3) {
@@ -250,7 +226,7 @@ static enum tfs_kafka_verdict api_versions(struct tfs_kafka_ctx *ctx, struct kr 
 	if (v >= 1)
 		kw_i32(w, 0);                   /* throttle */
 	kw_tags(w);
-	finish(w);
+	tfs__kafka_finish(w);
 	return KAFKA_REPLY;
 }
 
@@ -287,7 +263,7 @@ static void metadata_topic(struct tfs_kafka_ctx *ctx, struct kw *w, const char *
 	kw_i16(w, error);
 	kw_cstr(w, name);
 	if (v >= 1)
-		kw_i8(w, 0);                    /* is_internal */
+		kw_i8(w, t && tfs_topic_internal(t));   /* is_internal */
 	kw_array(w, np);
 	for (int32_t p = 0; p < np; p++) {
 		kw_i16(w, E_NONE);
@@ -332,7 +308,7 @@ static enum tfs_kafka_verdict metadata(struct tfs_kafka_ctx *ctx, struct kr *r, 
 		return KAFKA_CLOSE;
 	}
 	all = n == -1 || (v == 0 && n == 0);
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	if (v >= 3)
 		kw_i32(w, 0);                   /* throttle */
 	kw_array(w, 1);
@@ -352,11 +328,11 @@ static enum tfs_kafka_verdict metadata(struct tfs_kafka_ctx *ctx, struct kr *r, 
 			free(names);
 			return KAFKA_CLOSE;
 		}
-		if (!may_root(ctx, MAY_READ_DIR))
+		if (!tfs__kafka_may_root(ctx, MAY_READ_DIR))
 			count = 0;                  /* ls of the root would be refused too */
 		kw_array(w, (int32_t)count);
 		for (size_t j = 0; j < count; j++) {
-			struct tfs_topic *t = topic_get(ctx, list[j]);
+			struct tfs_topic *t = tfs__kafka_topic_get(ctx, list[j]);
 			metadata_topic(ctx, w, list[j], t ? E_NONE : E_UNKNOWN_TOPIC_OR_PARTITION, t);
 			if (t)
 				tfs_topic_unref(t);
@@ -369,15 +345,15 @@ static enum tfs_kafka_verdict metadata(struct tfs_kafka_ctx *ctx, struct kr *r, 
 			struct tfs_topic *t = NULL;
 			int16_t err = E_NONE;
 
-			if (!topic_name(names[i], &nb) || !tfs_topic_name_valid(nb.s)) {
+			if (!tfs__kafka_topic_name(names[i], &nb) || !tfs_topic_name_valid(nb.s)) {
 				err = E_INVALID_TOPIC;
-			} else if (!(t = topic_get(ctx, nb.s))) {
+			} else if (!(t = tfs__kafka_topic_get(ctx, nb.s))) {
 				err = E_UNKNOWN_TOPIC_OR_PARTITION;
 				if (cfg->auto_create_topics && allow_create &&
-				    !tfs_engine_read_only(ctx->k->engine) && may_root(ctx, MAY_WRITE_DIR)) {
+				    !tfs_engine_read_only(ctx->k->engine) && tfs__kafka_may_root(ctx, MAY_WRITE_DIR)) {
 					int rc = create_topic(ctx, nb.s, partitions_for_new(ctx));
 					if (rc == 0 || rc == -EEXIST)
-						t = topic_get(ctx, nb.s);
+						t = tfs__kafka_topic_get(ctx, nb.s);
 					if (t)
 						err = E_NONE;
 				}
@@ -390,7 +366,7 @@ static enum tfs_kafka_verdict metadata(struct tfs_kafka_ctx *ctx, struct kr *r, 
 	if (v >= 8)
 		kw_i32(w, INT32_MIN);           /* cluster authorized operations */
 	free(names);
-	finish(w);
+	tfs__kafka_finish(w);
 	return KAFKA_REPLY;
 }
 
@@ -438,14 +414,18 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 	*log_start = -1;
 	if (!name_ok || !tfs_topic_name_valid(name))
 		return E_INVALID_TOPIC;
-	t = topic_get(ctx, name);
+	t = tfs__kafka_topic_get(ctx, name);
 	if (!t)
 		return E_UNKNOWN_TOPIC_OR_PARTITION;
 	pl = tfs_topic_partition(t, p->index);
 	if (!pl) {
 		err = E_UNKNOWN_TOPIC_OR_PARTITION;
-	} else if (!may_topic(ctx, t, MAY_WRITE_DIR)) {
+	} else if (!tfs__kafka_may_topic(ctx, t, MAY_WRITE_DIR)) {
 		err = E_TOPIC_AUTHORIZATION_FAILED;
+	} else if (tfs_topic_internal(t)) {
+		/* Kafka's answer to a client producing to an internal topic */
+		err = E_INVALID_TOPIC;
+		tfs_log_warn("kafka", "produce to %s/%d refused: an internal topic", name, (int)p->index);
 	} else if (p->null || p->records.len == 0) {
 		err = E_INVALID_RECORD;
 	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&
@@ -500,11 +480,11 @@ static enum tfs_kafka_verdict produce(struct tfs_kafka_ctx *ctx, struct kr *r, s
 		verdict = KAFKA_CLOSE;
 		goto out;
 	}
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	kw_array(w, nt);
 	for (i = 0; i < nt; i++) {
 		struct name_buf nb;
-		bool ok = topic_name(topics[i].name, &nb);
+		bool ok = tfs__kafka_topic_name(topics[i].name, &nb);
 
 		kw_str(w, topics[i].name.p, topics[i].name.len);
 		kw_array(w, topics[i].nparts < 0 ? 0 : topics[i].nparts);
@@ -532,7 +512,7 @@ static enum tfs_kafka_verdict produce(struct tfs_kafka_ctx *ctx, struct kr *r, s
 		}
 	}
 	kw_i32(w, 0);                           /* throttle: last, in Produce */
-	finish(w);
+	tfs__kafka_finish(w);
 	if (acks == 0 && verdict == KAFKA_REPLY)
 		verdict = KAFKA_NO_REPLY;
 out:
@@ -568,11 +548,11 @@ static void read_topic_open(struct tfs_kafka_ctx *ctx, struct kr *body, struct k
 	kw_str(w, tname.p, tname.len);
 	rt->t = NULL;
 	rt->error = E_NONE;
-	if (!topic_name(tname, &nb) || !tfs_topic_name_valid(nb.s))
+	if (!tfs__kafka_topic_name(tname, &nb) || !tfs_topic_name_valid(nb.s))
 		rt->error = E_INVALID_TOPIC;
-	else if (!(rt->t = topic_get(ctx, nb.s)))
+	else if (!(rt->t = tfs__kafka_topic_get(ctx, nb.s)))
 		rt->error = E_UNKNOWN_TOPIC_OR_PARTITION;
-	else if (!may_topic(ctx, rt->t, MAY_READ_DIR))
+	else if (!tfs__kafka_may_topic(ctx, rt->t, MAY_READ_DIR))
 		rt->error = E_TOPIC_AUTHORIZATION_FAILED;
 }
 
@@ -644,14 +624,14 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 	if (r->bad || kr_left(r) || nt < 0)
 		return KAFKA_CLOSE;
 
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	kw_i32(w, 0);                           /* throttle */
 	if (v >= 7) {
 		if (session_id != 0) {
 			kw_i16(w, E_FETCH_SESSION_ID_NOT_FOUND);
 			kw_i32(w, 0);
 			kw_array(w, 0);
-			finish(w);
+			tfs__kafka_finish(w);
 			return KAFKA_REPLY;
 		}
 		kw_i16(w, E_NONE);
@@ -716,7 +696,7 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 		}
 		read_topic_close(&rt);
 	}
-	finish(w);
+	tfs__kafka_finish(w);
 	/* Long poll: answer now if nothing can make it better, else wait. */
 	if (max_wait > 0 && min_bytes > 0 && !any_error && total < (size_t)min_bytes &&
 	    ctx->now_ms - ctx->parked_at_ms < max_wait) {
@@ -751,7 +731,7 @@ static enum tfs_kafka_verdict list_offsets(struct tfs_kafka_ctx *ctx, struct kr 
 	}
 	if (r->bad || kr_left(r) || nt < 0)
 		return KAFKA_CLOSE;
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	if (v >= 2)
 		kw_i32(w, 0);
 	nt = kr_array(&body, 6);
@@ -794,7 +774,7 @@ static enum tfs_kafka_verdict list_offsets(struct tfs_kafka_ctx *ctx, struct kr 
 		}
 		read_topic_close(&rt);
 	}
-	finish(w);
+	tfs__kafka_finish(w);
 	return KAFKA_REPLY;
 }
 
@@ -839,7 +819,7 @@ static int16_t create_check(struct tfs_kafka_ctx *ctx, const struct create_req *
 		*msg = "a topic name is 1..249 of [A-Za-z0-9._-], not starting with '.'";
 		return E_INVALID_TOPIC;
 	}
-	if ((t = topic_get(ctx, name))) {
+	if ((t = tfs__kafka_topic_get(ctx, name))) {
 		tfs_topic_unref(t);
 		*msg = "the topic exists";
 		return E_TOPIC_ALREADY_EXISTS;
@@ -855,7 +835,10 @@ static int16_t create_check(struct tfs_kafka_ctx *ctx, const struct create_req *
 		}
 		*partitions = c->nassign;
 	} else {
-		if (c->partitions == -1 && ctx->api_version >= 4)
+		/* -1: the broker's default (KIP-464). Kafka's broker takes it at any
+		 * version (only its Java client checks for v4), and KafkaJS 2.2.4,
+		 * whose newest CreateTopics is v3, sends -1 for what it is not given */
+		if (c->partitions == -1)
 			*partitions = partitions_for_new(ctx);
 		else if (c->partitions >= 1)
 			*partitions = c->partitions;
@@ -867,7 +850,7 @@ static int16_t create_check(struct tfs_kafka_ctx *ctx, const struct create_req *
 			*msg = "more than 10000 partitions";
 			return E_INVALID_PARTITIONS;
 		}
-		if (!(c->replication == 1 || (c->replication == -1 && ctx->api_version >= 4))) {
+		if (c->replication != 1 && c->replication != -1) {
 			*msg = "one node: the replication factor is 1";
 			return E_INVALID_REPLICATION_FACTOR;
 		}
@@ -889,7 +872,7 @@ static int16_t create_check(struct tfs_kafka_ctx *ctx, const struct create_req *
 			return E_INVALID_CONFIG;
 		}
 	}
-	if (!may_root(ctx, MAY_WRITE_DIR)) {
+	if (!tfs__kafka_may_root(ctx, MAY_WRITE_DIR)) {
 		*msg = "no write permission on the mount's root";
 		return E_TOPIC_AUTHORIZATION_FAILED;
 	}
@@ -943,13 +926,13 @@ static enum tfs_kafka_verdict create_topics(struct tfs_kafka_ctx *ctx, struct kr
 		create_free(c, n > 0 ? n : 0);
 		return KAFKA_CLOSE;
 	}
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	if (v >= 2)
 		kw_i32(w, 0);
 	kw_array(w, n);
 	for (int32_t i = 0; i < n; i++) {
 		struct name_buf nb;
-		bool name_ok = topic_name(c[i].name, &nb);
+		bool name_ok = tfs__kafka_topic_name(c[i].name, &nb);
 		int32_t partitions = 0;
 		const char *msg;
 		int16_t err = create_check(ctx, &c[i], c, i, nb.s, name_ok, &partitions, &msg);
@@ -963,7 +946,7 @@ static enum tfs_kafka_verdict create_topics(struct tfs_kafka_ctx *ctx, struct kr
 			} else if (rc < 0) {
 				err = E_UNKNOWN;
 				msg = tfs_strerror(rc);
-			} else if ((t = topic_get(ctx, nb.s))) {
+			} else if ((t = tfs__kafka_topic_get(ctx, nb.s))) {
 				for (int32_t j = 0; j < c[i].nconfigs; j++) {
 					char cn[128], cv[256];
 					memcpy(cn, c[i].cfg_names[j].p, c[i].cfg_names[j].len);
@@ -988,7 +971,7 @@ static enum tfs_kafka_verdict create_topics(struct tfs_kafka_ctx *ctx, struct kr
 		}
 	}
 	create_free(c, n);
-	finish(w);
+	tfs__kafka_finish(w);
 	return KAFKA_REPLY;
 }
 
@@ -1001,11 +984,12 @@ static int16_t delete_one(struct tfs_kafka_ctx *ctx, struct tfs_slice s)
 	struct tfs_topic *t;
 	int rc;
 
-	if (!topic_name(s, &nb) || !tfs_topic_name_valid(nb.s) || !(t = topic_get(ctx, nb.s)))
+	if (!tfs__kafka_topic_name(s, &nb) || !tfs_topic_name_valid(nb.s) ||
+	    !(t = tfs__kafka_topic_get(ctx, nb.s)))
 		return E_UNKNOWN_TOPIC_OR_PARTITION;
 	tfs_topic_get_meta(t, &m);
 	/* rmdir's rule: write on the root; with its sticky bit, own the topic too */
-	if (!may_root(ctx, MAY_WRITE_DIR) ||
+	if (!tfs__kafka_may_root(ctx, MAY_WRITE_DIR) ||
 	    ((ctx->k->root_mode & 01000) && !(ctx->peer->local && (ctx->peer->uid == 0 ||
 	                                                           ctx->peer->uid == m.uid ||
 	                                                           ctx->peer->uid == ctx->k->root_uid)))) {
@@ -1039,7 +1023,7 @@ static enum tfs_kafka_verdict delete_topics(struct tfs_kafka_ctx *ctx, struct kr
 		free(names);
 		return KAFKA_CLOSE;
 	}
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	if (ctx->api_version >= 1)
 		kw_i32(w, 0);
 	kw_array(w, n);
@@ -1048,7 +1032,7 @@ static enum tfs_kafka_verdict delete_topics(struct tfs_kafka_ctx *ctx, struct kr
 		kw_i16(w, delete_one(ctx, names[i]));
 	}
 	free(names);
-	finish(w);
+	tfs__kafka_finish(w);
 	return KAFKA_REPLY;
 }
 
@@ -1084,12 +1068,12 @@ static enum tfs_kafka_verdict init_producer_id(struct tfs_kafka_ctx *ctx, struct
 		epoch = -1;
 		tfs_log_warn("kafka", "InitProducerId: no producer id: %s", tfs_strerror(rc));
 	}
-	begin(w, ctx, false);
+	tfs__kafka_begin(w, ctx, false);
 	kw_i32(w, 0);                           /* throttle */
 	kw_i16(w, err);
 	kw_i64(w, id);
 	kw_i16(w, epoch);
-	finish(w);
+	tfs__kafka_finish(w);
 	return KAFKA_REPLY;
 }
 
@@ -1105,6 +1089,12 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		             "the connection", (int)ctx->api_key, (int)ctx->api_version);
 		return KAFKA_CLOSE;
 	}
+	if (!tfs__kafka_sasl_allows(ctx->sasl, ctx->api_key)) {
+		tfs_log_warn("kafka", "a request with api key %d before SASL authentication "
+		             "succeeded: closing the connection", (int)ctx->api_key);
+		return KAFKA_CLOSE;
+	}
+	ctx->flex = flex;
 	kr_init(&r, frame + body, len - (size_t)body, flex);
 	switch (ctx->api_key) {
 	case API_API_VERSIONS:
@@ -1123,7 +1113,33 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		return delete_topics(ctx, &r, w);
 	case API_INIT_PRODUCER_ID:
 		return init_producer_id(ctx, &r, w);
+	case API_DESCRIBE_CONFIGS:
+		return tfs__kafka_describe_configs(ctx, &r, w);
+	case API_ALTER_CONFIGS:
+		return tfs__kafka_alter_configs(ctx, &r, w, false);
+	case API_INCREMENTAL_ALTER_CONFIGS:
+		return tfs__kafka_alter_configs(ctx, &r, w, true);
+	case API_SASL_HANDSHAKE:
+		return tfs__kafka_sasl_handshake(ctx, &r, w);
+	case API_SASL_AUTHENTICATE:
+		return tfs__kafka_sasl_authenticate(ctx, &r, w);
+	case TFS_KAFKA_API_OFFSET_COMMIT:
+	case TFS_KAFKA_API_OFFSET_FETCH:
+	case TFS_KAFKA_API_FIND_COORDINATOR:
+	case TFS_KAFKA_API_JOIN_GROUP:
+	case TFS_KAFKA_API_HEARTBEAT:
+	case TFS_KAFKA_API_LEAVE_GROUP:
+	case TFS_KAFKA_API_SYNC_GROUP:
+	case TFS_KAFKA_API_DESCRIBE_GROUPS:
+	case TFS_KAFKA_API_LIST_GROUPS:
+	case TFS_KAFKA_API_DELETE_GROUPS:
+		return tfs__kafka_groups_handle(ctx, &r, w);
 	default:
 		return KAFKA_CLOSE;
 	}
+}
+
+bool tfs__kafka_may_read_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t)
+{
+	return tfs__kafka_may_topic(ctx, t, MAY_READ_DIR);
 }

@@ -20,7 +20,8 @@
 static const char *const names[] = {
 	"listeners", "advertised.listeners", "node.id", "auto.create.topics.enable",
 	"socket.request.max.bytes", "num.partitions", "num.network.threads",
-	"kafka_allow_remote", "queued.max.request.bytes", NULL,
+	"kafka_allow_remote", "queued.max.request.bytes", "sasl.enabled.mechanisms",
+	"kafka_sasl_credentials", "group.initial.rebalance.delay.ms", NULL,
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
@@ -31,6 +32,8 @@ void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
 	c->request_max_bytes = TFS_KAFKA_REQUEST_MAX_DEFAULT;
 	c->queued_max_bytes = TFS_KAFKA_QUEUED_MAX_DEFAULT;
 	c->threads = TFS_KAFKA_THREADS_DEFAULT;
+	c->sasl_mechanisms = TFS_KAFKA_SASL_PLAIN | TFS_KAFKA_SASL_SCRAM_SHA_256;
+	c->group_initial_rebalance_delay_ms = TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS;
 }
 
 const char *const *tfs_kafka_config_names(void)
@@ -51,16 +54,22 @@ static bool parse_bool(const char *s, bool *out)
 	return false;
 }
 
-int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *port)
+int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *port, bool *sasl)
 {
-	static const char scheme[] = "PLAINTEXT://";
+	static const char plain[] = "PLAINTEXT://", with_sasl[] = "SASL_PLAINTEXT://";
 	const char *h, *colon, *end;
 	int64_t p;
 	size_t n;
 
-	if (strncmp(s, scheme, sizeof(scheme) - 1) != 0)
+	if (strncmp(s, plain, sizeof(plain) - 1) == 0) {
+		h = s + sizeof(plain) - 1;
+		*sasl = false;
+	} else if (strncmp(s, with_sasl, sizeof(with_sasl) - 1) == 0) {
+		h = s + sizeof(with_sasl) - 1;
+		*sasl = true;
+	} else {
 		return -EINVAL;
-	h = s + sizeof(scheme) - 1;
+	}
 	if (*h == '[') {                    /* [v6]:port */
 		end = strchr(h, ']');
 		if (!end || end[1] != ':')
@@ -84,6 +93,29 @@ int tfs_kafka_listener_parse(const char *s, char *host, size_t cap, uint16_t *po
 	return 0;
 }
 
+int tfs_kafka_mechanisms_parse(const char *s, unsigned *out)
+{
+	unsigned m = 0;
+	const char *p = s;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		if (n == 5 && !strncmp(p, "PLAIN", n))
+			m |= TFS_KAFKA_SASL_PLAIN;
+		else if (n == 13 && !strncmp(p, "SCRAM-SHA-256", n))
+			m |= TFS_KAFKA_SASL_SCRAM_SHA_256;
+		else
+			return -EINVAL;
+		p += n;
+		if (*p == ',' && *++p == '\0')
+			return -EINVAL;         /* a trailing comma */
+	}
+	if (!m)
+		return -EINVAL;
+	*out = m;
+	return 0;
+}
+
 int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const char *value,
                          const char **why)
 {
@@ -91,16 +123,29 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 
 	*why = NULL;
 	if (!strcmp(name, "listeners")) {
-		*why = "expected PLAINTEXT://HOST:PORT (one listener; SASL is not served yet)";
+		*why = "expected PLAINTEXT://HOST:PORT or SASL_PLAINTEXT://HOST:PORT (one listener)";
 		return tfs_kafka_listener_parse(value, c->listener_host, sizeof(c->listener_host),
-		                                &c->listener_port);
+		                                &c->listener_port, &c->sasl);
 	}
 	if (!strcmp(name, "advertised.listeners")) {
-		*why = "expected PLAINTEXT://HOST:PORT with a host clients can reach";
+		bool sasl;
+		*why = "expected PLAINTEXT://HOST:PORT (or SASL_PLAINTEXT://) with a host clients "
+		       "can reach";
 		if (tfs_kafka_listener_parse(value, c->advertised_host, sizeof(c->advertised_host),
-		                             &c->advertised_port) < 0 || !c->advertised_host[0] ||
-		    c->advertised_port == 0)
+		                             &c->advertised_port, &sasl) < 0 ||
+		    !c->advertised_host[0] || c->advertised_port == 0)
 			return -EINVAL;
+		return 0;
+	}
+	if (!strcmp(name, "sasl.enabled.mechanisms")) {
+		*why = "expected PLAIN, SCRAM-SHA-256 or both, comma-separated";
+		return tfs_kafka_mechanisms_parse(value, &c->sasl_mechanisms);
+	}
+	if (!strcmp(name, "kafka_sasl_credentials")) {
+		*why = "expected the absolute path of the credentials file";
+		if (value[0] != '/' || strlen(value) >= sizeof(c->sasl_credentials))
+			return -EINVAL;
+		strcpy(c->sasl_credentials, value);
 		return 0;
 	}
 	if (!strcmp(name, "node.id")) {
@@ -133,6 +178,13 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 		if (!tfs_parse_i64(value, 1, INT32_MAX, &v))
 			return -EINVAL;
 		c->num_partitions = (int32_t)v;
+		return 0;
+	}
+	if (!strcmp(name, "group.initial.rebalance.delay.ms")) {
+		*why = "expected milliseconds >= 0";
+		if (!tfs_parse_i64(value, 0, INT32_MAX, &v))
+			return -EINVAL;
+		c->group_initial_rebalance_delay_ms = v;
 		return 0;
 	}
 	if (!strcmp(name, "num.network.threads")) {

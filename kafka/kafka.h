@@ -10,10 +10,13 @@
  * must learn of a change made here (the kernel's caches of a key or a topic) is
  * told through struct tfs_kafka_hooks, which the mount daemon fills.
  *
- * Security: without SASL (not yet served) a listener binds a loopback address
- * only; any other address is refused unless kafka_allow_remote is set. Each
- * connection acts as a Unix user, and the engine's topic owners and modes are
- * checked as the mount's kernel checks them (kafka/access.h).
+ * Security: without SASL a listener binds a loopback address only; any other
+ * address is refused unless kafka_allow_remote is set, and each connection acts
+ * as the Unix user the kernel names for it. A SASL_PLAINTEXT listener (kafka/
+ * sasl.c) may bind any address: each connection authenticates (PLAIN or
+ * SCRAM-SHA-256) as a principal of the credentials file, which names the Unix
+ * user it acts as. Either way the engine's topic owners and modes are checked as
+ * the mount's kernel checks them (kafka/access.c).
  *
  * Threads: tfs_kafka_start / tfs_kafka_stop from one thread; the hooks are
  * called from the listener's threads, holding none of its locks.
@@ -37,6 +40,12 @@ struct tfs_kafka;
 /* queued.max.request.bytes: Kafka's default is -1 (no bound); a mount bounds what
  * its clients can make it buffer by default, to one largest request's worth */
 #define TFS_KAFKA_QUEUED_MAX_DEFAULT (100 * 1024 * 1024)
+#define TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS 3000  /* group.initial.rebalance.delay.ms */
+
+enum {
+	TFS_KAFKA_SASL_PLAIN = 1,          /* RFC 4616 */
+	TFS_KAFKA_SASL_SCRAM_SHA_256 = 2,  /* RFC 5802 / 7677 */
+};
 
 /* The listener's settings by Kafka's broker names (tfs_kafka_config_set). */
 struct tfs_kafka_config {
@@ -52,6 +61,14 @@ struct tfs_kafka_config {
 	int threads;                       /* num.network.threads, 1..64 */
 	bool allow_remote;                 /* kafka_allow_remote: bind a non-loopback
 	                                    * address without authentication */
+	bool sasl;                         /* listeners=SASL_PLAINTEXT://: every
+	                                    * connection authenticates first */
+	unsigned sasl_mechanisms;          /* sasl.enabled.mechanisms: TFS_KAFKA_SASL_*
+	                                    * bits, default both */
+	char sasl_credentials[4096];       /* kafka_sasl_credentials: the file of
+	                                    * principals (docs/kafka.md, SASL) */
+	int64_t group_initial_rebalance_delay_ms;  /* how long a new group waits for
+	                                    * more members before its first generation */
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c);
@@ -76,6 +93,8 @@ struct tfs_kafka_hooks {
 	/* A client created (name) or deleted (t, still referenced) a topic. */
 	void (*topic_created)(void *arg, const char *name);
 	void (*topic_deleted)(void *arg, struct tfs_topic *t);
+	/* A client changed the topic's config (AlterConfigs, IncrementalAlterConfigs). */
+	void (*config_changed)(void *arg, struct tfs_topic *t);
 };
 
 /* Reads or creates DATA_DIR/meta.properties, binds the listener and starts its

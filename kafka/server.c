@@ -70,6 +70,7 @@
 #include "engine/engine.h"
 #include "engine/segment.h"
 #include "io/log.h"
+#include "kafka/group.h"
 
 #define OUT_HIGH (1u << 20)             /* (3) responses waiting before a mute */
 #define READ_CHUNK (64u << 10)          /* bytes buffered beyond the frame in hand */
@@ -92,7 +93,10 @@ struct conn {
 	struct conn *pnext;                 /* parked connections of the loop */
 	bool parked;
 	int64_t parked_at, wake_at;
+	uint64_t id;                        /* tfs_kafka_ctx.conn_id */
+	char host[INET6_ADDRSTRLEN + 2];    /* "/ADDRESS" (DescribeGroups' client host) */
 	struct tfs_kafka_peer peer;
+	struct tfs_kafka_sasl sasl;
 	uint8_t *in;
 	size_t in_len, in_cap;
 	size_t in_pooled;                   /* of in_cap, taken from k->queued (5) */
@@ -234,6 +238,7 @@ static void conn_close(struct conn *c)
 		c->next->prev = c->prev;
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	tfs__kafka_sasl_release(&c->sasl);
 	while (c->out_head) {
 		struct resp *r = c->out_head;
 		c->out_head = r->next;
@@ -368,11 +373,14 @@ static int conn_process(struct conn *c)
 	while (may_process(c) && c->in_len >= 4) {
 		uint32_t size = ((uint32_t)c->in[0] << 24) | ((uint32_t)c->in[1] << 16) |
 		                ((uint32_t)c->in[2] << 8) | c->in[3];
-		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer };
+		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer, .sasl = &c->sasl,
+		                             .conn_id = c->id, .retry = c->parked_at != 0,
+		                             .peer_host = c->host };
+		bool raw = tfs__kafka_sasl_raw(&c->sasl);
 		enum tfs_kafka_verdict v;
 		struct kw w;
 
-		if (size < FRAME_MIN || size > (uint32_t)k->cfg.request_max_bytes) {
+		if ((size < FRAME_MIN && !raw) || size > (uint32_t)k->cfg.request_max_bytes) {
 			tfs_log_warn("kafka", "a frame of %u bytes (socket.request.max.bytes=%d): "
 			             "closing the connection", size, (int)k->cfg.request_max_bytes);
 			return -1;
@@ -382,7 +390,10 @@ static int conn_process(struct conn *c)
 		ctx.now_ms = tfs_mono_ms();
 		ctx.parked_at_ms = c->parked_at ? c->parked_at : ctx.now_ms;
 		kw_init(&w);
-		v = tfs_kafka_handle(&ctx, c->in + 4, size, &w);
+		if (raw)
+			v = tfs__kafka_sasl_raw_token(&ctx, c->in + 4, size, &w);
+		else
+			v = tfs_kafka_handle(&ctx, c->in + 4, size, &w);
 		if (v == KAFKA_CLOSE || w.oom) {
 			kw_free(&w);
 			return -1;
@@ -422,7 +433,8 @@ static int conn_read(struct conn *c)
 		if (c->in_len >= 4) {
 			uint32_t size = ((uint32_t)c->in[0] << 24) | ((uint32_t)c->in[1] << 16) |
 			                ((uint32_t)c->in[2] << 8) | c->in[3];
-			if (size < FRAME_MIN || size > (uint32_t)k->cfg.request_max_bytes)
+			if ((size < FRAME_MIN && !tfs__kafka_sasl_raw(&c->sasl)) ||
+			    size > (uint32_t)k->cfg.request_max_bytes)
 				return 0;               /* conn_process closes it */
 			if (c->in_len >= 4 + (size_t)size)
 				return 0;               /* a whole frame to handle first */
@@ -491,6 +503,25 @@ close:
 	conn_close(c);
 }
 
+/* "/ADDRESS" of the peer of fd, as Java's InetAddress prints it; "" if unknown. */
+static void peer_host(int fd, char *buf, size_t cap)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	const void *addr = NULL;
+
+	buf[0] = '\0';
+	if (getpeername(fd, (struct sockaddr *)&sa, &len) < 0)
+		return;
+	if (sa.ss_family == AF_INET)
+		addr = &((struct sockaddr_in *)&sa)->sin_addr;
+	else if (sa.ss_family == AF_INET6)
+		addr = &((struct sockaddr_in6 *)&sa)->sin6_addr;
+	buf[0] = '/';
+	if (!addr || !inet_ntop(sa.ss_family, addr, buf + 1, (socklen_t)(cap - 1)))
+		buf[0] = '\0';
+}
+
 static void accept_all(struct tfs_kafka_loop *lp)
 {
 	struct tfs_kafka *k = lp->k;
@@ -517,7 +548,14 @@ static void accept_all(struct tfs_kafka_loop *lp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
 		c->lp = lp;
-		tfs_kafka_peer_identify(fd, &c->peer);
+		c->id = atomic_fetch_add(&k->conns, 1) + 1;
+		peer_host(fd, c->host, sizeof(c->host));
+		/* on a SASL listener a connection is nobody until it authenticates */
+		if (k->cfg.sasl)
+			c->peer = (struct tfs_kafka_peer){ .uid = (uid_t)-1, .gid = (gid_t)-1 };
+		else
+			tfs_kafka_peer_identify(fd, &c->peer);
+		tfs__kafka_sasl_init(&c->sasl, k->cfg.sasl);
 		e.events = EPOLLIN;
 		e.data.ptr = c;
 		if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
@@ -710,10 +748,12 @@ static int bind_listener(struct tfs_kafka *k)
 		             (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
 		            (a->ai_family == AF_INET6 &&
 		             IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr));
-		if (!loop && !cfg->allow_remote) {
+		if (!loop && !cfg->allow_remote && !cfg->sasl) {
 			tfs_log_error("kafka", "listeners=PLAINTEXT://%s:%u is not a loopback address: "
 			              "without authentication any host could write; refused (bind "
-			              "127.0.0.1, or mount with kafka_allow_remote=true to accept it)",
+			              "127.0.0.1, use listeners=SASL_PLAINTEXT:// with "
+			              "kafka_sasl_credentials, or mount with kafka_allow_remote=true to "
+			              "accept it)",
 			              cfg->listener_host, cfg->listener_port);
 			freeaddrinfo(res);
 			return -EPERM;
@@ -739,7 +779,7 @@ static int bind_listener(struct tfs_kafka *k)
 		              cfg->listener_port, tfs_strerror(rc));
 		return rc;
 	}
-	if (cfg->allow_remote)
+	if (cfg->allow_remote && !cfg->sasl)
 		tfs_log_warn("kafka", "kafka_allow_remote: PLAINTEXT://%s:%u accepts connections "
 		             "from other hosts without authentication; they act as nobody",
 		             cfg->listener_host, cfg->listener_port);
@@ -776,6 +816,8 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 	rc = tfs_kafka_meta_load(tfs_engine_io(e), tfs_engine_data_dir(e), cfg->node_id,
 	                         tfs_engine_read_only(e), k->cluster_id);
 	if (rc < 0)
+		goto fail;
+	if (cfg->sasl && (rc = tfs__kafka_creds_load(cfg->sasl_credentials, &k->creds)) < 0)
 		goto fail;
 	rc = bind_listener(k);
 	if (rc < 0)
@@ -816,11 +858,19 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 		}
 		lp->started = true;
 	}
+	rc = tfs_kgroups_create(k, tfs_engine_groups(e), k->cfg.group_initial_rebalance_delay_ms,
+	                        &k->groups);
+	if (rc < 0) {
+		tfs_log_error("kafka", "cannot start the group coordinator: %s", tfs_strerror(rc));
+		goto fail;
+	}
 	tfs_engine_set_append_hook(e, kafka_appended, k);
-	tfs_log_info("kafka", "listening on PLAINTEXT://%s:%u (advertised %s:%u), node.id=%d, "
-	             "cluster id %s, %d threads", k->cfg.listener_host, k->port,
+	tfs_log_info("kafka", "listening on %s://%s:%u (advertised %s:%u), node.id=%d, "
+	             "cluster id %s, %d threads%s%s", k->cfg.sasl ? "SASL_PLAINTEXT" : "PLAINTEXT",
+	             k->cfg.listener_host, k->port,
 	             k->cfg.advertised_host, k->cfg.advertised_port, (int)k->cfg.node_id,
-	             k->cluster_id, k->nloops);
+	             k->cluster_id, k->nloops, k->cfg.sasl ? ", sasl.enabled.mechanisms=" : "",
+	             k->cfg.sasl ? tfs__kafka_sasl_mechanisms(k->cfg.sasl_mechanisms) : "");
 	*out = k;
 	return 0;
 fail:
@@ -849,7 +899,9 @@ void tfs_kafka_stop(struct tfs_kafka *k)
 	}
 	if (k->listen_fd >= 0)
 		close(k->listen_fd);
+	tfs_kgroups_destroy(k->groups);      /* no loop runs a request now */
 	free(k->loops);
+	tfs__kafka_creds_free(k->creds);
 	free(k);
 }
 

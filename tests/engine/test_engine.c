@@ -99,6 +99,46 @@ static void topic_names_follow_kafkas_rule(void **state)
 	assert_false(tfs_topic_name_valid(long_name));
 }
 
+/* AlterConfigs' path: several names as one change, all or nothing, persisted. */
+static void several_configs_change_as_one_or_not_at_all(void **state)
+{
+	struct fx *f = *state;
+	const char *names[] = { "segment.bytes", "retention.ms" };
+	const char *good[] = { "1048576", "1000" }, *bad[] = { "2097152", "soon" };
+	const char *back[] = { NULL };
+	struct tfs_topic_config c;
+	struct tfs_topic *t;
+	char buf[TFS_TOPIC_CONFIG_VALUE_MAX];
+	size_t which;
+
+	open_engine(f);
+	assert_int_equal(tfs_engine_topic_create(f->e, "c", 1, 0, 0, 0755), 0);
+	t = tfs_engine_topic_get(f->e, "c");
+	assert_int_equal(tfs_topic_set_configs(t, false, names, good, 2, true, &which), 0);
+	tfs_topic_get_config(t, &c);
+	assert_true(tfs_topic_config_is_default(&c, "segment.bytes"));   /* validate only */
+	assert_int_equal(tfs_topic_set_configs(t, false, names, good, 2, false, &which), 0);
+	assert_int_equal(tfs_topic_set_configs(t, false, names, bad, 2, false, &which), -EINVAL);
+	assert_int_equal(which, 1);
+	tfs_topic_get_config(t, &c);
+	assert_int_equal(tfs_topic_config_get(&c, "segment.bytes", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "1048576");                            /* the first pair too */
+	/* from the defaults: what is not named goes back; NULL is the default */
+	assert_int_equal(tfs_topic_set_configs(t, true, names + 1, good + 1, 1, false, &which), 0);
+	assert_int_equal(tfs_topic_set_configs(t, false, names + 1, back, 1, true, &which), 0);
+	tfs_topic_unref(t);
+	open_engine(f);
+	t = tfs_engine_topic_get(f->e, "c");
+	tfs_topic_get_config(t, &c);
+	assert_true(tfs_topic_config_is_default(&c, "segment.bytes"));
+	assert_int_equal(tfs_topic_config_get(&c, "retention.ms", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "1000");
+	assert_int_equal(tfs_topic_set_configs(t, false, names + 1, back, 1, false, &which), 0);
+	tfs_topic_get_config(t, &c);
+	assert_true(tfs_topic_config_is_default(&c, "retention.ms"));
+	tfs_topic_unref(t);
+}
+
 static void topics_persist_with_partitions_config_and_owner(void **state)
 {
 	struct fx *f = *state;
@@ -852,6 +892,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(topic_names_follow_kafkas_rule, setup, teardown),
 		cmocka_unit_test_setup_teardown(topics_persist_with_partitions_config_and_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(several_configs_change_as_one_or_not_at_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(delete_refuses_live_keys_then_removes_every_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_uncommitted_creation_and_a_half_deletion_are_finished_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_empty_broker_copy_is_kept_and_stale_markers_go, setup, teardown),

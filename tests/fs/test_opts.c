@@ -140,6 +140,26 @@ static void a_two_word_cleanup_policy_survives_the_comma(void **state)
 	release(&p);
 }
 
+/* "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256" likewise. */
+static void two_sasl_mechanisms_survive_the_comma(void **state)
+{
+	struct parsed p;
+	(void)state;
+
+	parse(&p, "-o", "listeners=SASL_PLAINTEXT://127.0.0.1:9093,sasl.enabled.mechanisms=SCRAM-SHA-256",
+	      "/data", "/mnt", NULL);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(p.o.kafka.sasl_mechanisms, TFS_KAFKA_SASL_SCRAM_SHA_256);
+	release(&p);
+	parse(&p, "-o", "sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN", "/data", "/mnt", NULL);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(p.o.kafka.sasl_mechanisms, TFS_KAFKA_SASL_PLAIN | TFS_KAFKA_SASL_SCRAM_SHA_256);
+	release(&p);
+	parse(&p, "-o", "sasl.enabled.mechanisms=GSSAPI", "/data", "/mnt", NULL);
+	assert_int_not_equal(p.rc, 0);
+	release(&p);
+}
+
 /* Each bad value is refused (the parse fails) rather than replaced by a default. */
 static void bad_values_are_refused(void **state)
 {
@@ -181,6 +201,7 @@ int main(void)
 		cmocka_unit_test(defaults_are_secure_and_positional_args_stay),
 		cmocka_unit_test(each_option_sets_what_it_names),
 		cmocka_unit_test(a_two_word_cleanup_policy_survives_the_comma),
+		cmocka_unit_test(two_sasl_mechanisms_survive_the_comma),
 		cmocka_unit_test(bad_values_are_refused),
 		cmocka_unit_test(no_default_permissions_leaves_the_checks_out),
 	};

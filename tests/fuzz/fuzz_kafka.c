@@ -9,7 +9,9 @@
  * The connection acts as a local user (uid 12345) who owns topic "f" (one
  * partition) but may not write the root: it can produce to and read "f", and
  * every CreateTopics, DeleteTopics and auto-creation is refused after its checks,
- * so inputs do not grow the data directory.
+ * so inputs do not grow the data directory. __consumer_offsets exists from the
+ * start (a first offset commit would create it), and each input has a group
+ * coordinator of its own (kafka/group.h) with no initial rebalance delay.
  *
  * Properties:
  *   - a response frame is whole: its size field counts the bytes and spans that
@@ -25,6 +27,8 @@
 
 #include "engine/engine.h"
 #include "fs/mount.h"
+#include "engine/groups.h"
+#include "kafka/group.h"
 #include "kafka/kafka_internal.h"
 #include "tests/fuzz/fz.h"
 
@@ -34,6 +38,14 @@
 
 static struct tfs_mount *mount;
 static char *mount_dir;
+static struct tfs_kafka_creds *creds;
+
+/* One principal (password "fuzz-secret"), root's: an input that opens with a SASL
+ * request runs as a connection of a SASL_PLAINTEXT listener. */
+static const char creds_text[] =
+	"fuzz 0 SCRAM-SHA-256=salt=c2FsdHNhbHRzYWx0c2FsdA==,"
+	"stored_key=DGepPK4oLD2RiDR0JKFMddQZBJJO17PYlsy7YbgZFLw=,"
+	"server_key=/CQQSdYWNCNp7H2u+q86PEtsxc8hZQ+yYVsrQu1ESJs=,iterations=4096\n";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -41,6 +53,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	fz_quiet_logs();
 	mount = fz_mount_open(&mount_dir);
+	{
+		char text[sizeof(creds_text)];
+		memcpy(text, creds_text, sizeof(text));
+		FZ_CHECK(tfs__kafka_creds_parse(text, "fuzz", &creds) == 0, "credentials");
+	}
+	{
+		struct tfs_topic *t = fz_topic(mount, "f", RECREATE_BYTES);
+		struct tfs_group_commit c = { .topic = "f", .offset = 0, .leader_epoch = -1 };
+		FZ_CHECK(tfs_groups_commit(tfs_engine_groups(mount->engine), "fz", -1, &c, 1, -1) == 0,
+		         "the first commit (creates __consumer_offsets)");
+		tfs_topic_unref(t);
+	}
 	return 0;
 }
 
@@ -59,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fz_in in = { data, size };
 	struct tfs_kafka k;
 	struct tfs_kafka_peer peer = { .local = true, .uid = PEER_UID, .gid = PEER_UID };
+	struct tfs_kafka_sasl sasl;
 	struct tfs_topic *t;
 	struct tfs_plog *pl;
 
@@ -78,12 +103,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	k.root_gid = 0;
 	k.root_mode = 0755;
 	k.listen_fd = -1;
+	k.creds = creds;
+	/* a SASL connection when the first frame is a SASL request (key at offset 2) */
+	k.cfg.sasl = size >= 4 && data[2] == 0 && (data[3] == API_SASL_HANDSHAKE ||
+	                                           data[3] == API_SASL_AUTHENTICATE);
+	tfs__kafka_sasl_init(&sasl, k.cfg.sasl);
+	if (k.cfg.sasl)
+		peer = (struct tfs_kafka_peer){ .uid = (uid_t)-1, .gid = (gid_t)-1 };
+	FZ_CHECK(tfs_kgroups_create(&k, tfs_engine_groups(mount->engine), 0, &k.groups) == 0,
+	         "group coordinator");
 
 	for (int f = 0; f < FRAMES_MAX && in.len > 0; f++) {
 		size_t want = fz_u16(&in), got;
 		const uint8_t *p = fz_take(&in, want, &got);
 		uint8_t *frame = malloc(got ? got : 1);
-		struct tfs_kafka_ctx ctx = { .k = &k, .peer = &peer };
+		struct tfs_kafka_ctx ctx = { .k = &k, .peer = &peer, .sasl = &sasl, .conn_id = 1,
+		                             .peer_host = "/127.0.0.1" };
+		bool raw = tfs__kafka_sasl_raw(&sasl);
 		int64_t before = fz_log_end(pl);
 		size_t topics = topic_count();
 		enum tfs_kafka_verdict v;
@@ -93,10 +129,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(frame, p, got);          /* the handler may stamp a batch in place */
 		ctx.now_ms = ctx.parked_at_ms = tfs_mono_ms();
 		kw_init(&w);
-		v = tfs_kafka_handle(&ctx, frame, got, &w);
+		v = raw ? tfs__kafka_sasl_raw_token(&ctx, frame, got, &w)
+		        : tfs_kafka_handle(&ctx, frame, got, &w);
 		FZ_CHECK(v == KAFKA_REPLY || v == KAFKA_NO_REPLY || v == KAFKA_PARK || v == KAFKA_CLOSE,
 		         "verdict %d", (int)v);
-		if (v == KAFKA_REPLY && !w.oom) {
+		if (v == KAFKA_REPLY && !w.oom && !raw) {
 			uint32_t n;
 			FZ_CHECK(w.len >= 8, "a response of %zu bytes", w.len);
 			n = ((uint32_t)w.buf[0] << 24) | ((uint32_t)w.buf[1] << 16) |
@@ -113,6 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		kw_free(&w);
 		free(frame);
 	}
+	tfs__kafka_sasl_release(&sasl);
+	tfs_kgroups_destroy(k.groups);
 	tfs_topic_unref(t);
 	return 0;
 }

@@ -50,7 +50,30 @@ seeds = {
     "initproducerid-v1": req(22, 1, struct.pack(">hi", -1, 60000)),
     "initproducerid-v0-txn": req(22, 0, s("tx") + struct.pack(">i", 60000)),
     "produce-v7-idempotent": req(0, 7, kw.produce_body("f", 0, kw.idem_batch(0, 0, 0, b"k", b"v"), -1)),
+    "describeconfigs-v2": req(32, 2, struct.pack(">ib", 2, 2) + s("f") + struct.pack(">i", -1) +
+                              struct.pack(">bb", 4, 0) + s("1") + struct.pack(">i", 1) + s("node.id") +
+                              b"\x01"),
+    "describeconfigs-v4": req(32, 4, kw.uvarint(2) + b"\x02" + kw.cstr("f") + b"\x00\x00\x01\x00\x00",
+                              flex=True),
+    "alterconfigs-v1": req(33, 1, struct.pack(">ib", 1, 2) + s("f") + struct.pack(">i", 1) +
+                           s("retention.ms") + s("1000") + b"\x00"),
+    "incrementalalterconfigs-v1": req(44, 1, kw.uvarint(2) + b"\x02" + kw.cstr("f") + kw.uvarint(3) +
+                                      kw.cstr("cleanup.policy") + b"\x02" + kw.cstr("delete") + b"\x00" +
+                                      kw.cstr("segment.bytes") + b"\x01\x00\x00" + b"\x00\x01\x00",
+                                      flex=True),
 }
+# SASL (fuzz_kafka.c's principal "fuzz", password "fuzz-secret"): a v1
+# handshake and PLAIN through SaslAuthenticate; a v0 handshake and a bare PLAIN
+# token (the harness's framing holds the token as it holds a request); SCRAM's
+# client-first through SaslAuthenticate v2 (flexible)
+plain = b"\x00fuzz\x00fuzz-secret"
+seeds["sasl-plain-v1"] = (req(17, 1, s("PLAIN")) + req(36, 1, struct.pack(">i", len(plain)) + plain) +
+                          req(3, 1, struct.pack(">i", -1)))
+seeds["sasl-plain-raw"] = req(17, 0, s("PLAIN")) + struct.pack("<H", len(plain)) + plain
+seeds["sasl-authenticate-null"] = req(17, 1, s("PLAIN")) + req(36, 0, struct.pack(">i", -1))
+first = b"n,,n=fuzz,r=abcdefghijklmnop"
+seeds["sasl-scram-first"] = req(17, 1, s("SCRAM-SHA-256")) + req(36, 2, kw.uvarint(len(first) + 1) + first + b"\x00",
+                                                               flex=True)
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as fh:

@@ -174,12 +174,84 @@ def produce_body(topic, part, records, acks=1):
             struct.pack(">i", len(records)) + records)
 
 
+def cstr(s):
+    """A compact string (KIP-482); None is null."""
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def uvarint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def read_uvarint(b, off):
+    n = shift = 0
+    while True:
+        c = b[off]
+        off += 1
+        n |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return n, off
+
+
+def incr_alter(s, version, topic, ops, validate):
+    """IncrementalAlterConfigs of one topic: ops is [(name, op, value)]; returns
+    (error, message) of the topic resource."""
+    flex = version >= 1
+    if flex:
+        body = uvarint(2) + b"\x02" + cstr(topic) + uvarint(len(ops) + 1)
+        for n, op, v in ops:
+            body += cstr(n) + struct.pack(">b", op) + cstr(v) + b"\x00"
+        body += b"\x00" + struct.pack(">b", validate) + b"\x00"
+    else:
+        body = struct.pack(">i", 1) + b"\x02" + kstr(topic) + struct.pack(">i", len(ops))
+        for n, op, v in ops:
+            body += kstr(n) + struct.pack(">b", op) + (struct.pack(">h", -1) if v is None else kstr(v))
+        body += struct.pack(">b", validate)
+    s.sendall(frame(44, version, 9, body, flex=flex))
+    r = recv_frame(s)
+    off = 4 + (1 if flex else 0) + 4         # correlation id, header tags, throttle
+    if flex:
+        _, off = read_uvarint(r, off)
+        (err,) = struct.unpack(">h", r[off:off + 2])
+        n, off = read_uvarint(r, off + 2)
+        msg = r[off:off + n - 1].decode() if n else None
+    else:
+        off += 4
+        (err, n) = struct.unpack(">hh", r[off:off + 4])
+        msg = r[off + 4:off + 4 + n].decode() if n >= 0 else None
+    return err, msg
+
+
+def scram_credential(principal, user, password, salt=None, iterations=4096):
+    """A line of the credentials file (kafka/sasl.c): Kafka's SCRAM-SHA-256 form."""
+    import base64, hashlib, hmac, os
+    salt = salt or os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored = hashlib.sha256(client_key).digest()
+    server = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b = lambda x: base64.b64encode(x).decode()
+    return "%s %s SCRAM-SHA-256=salt=%s,stored_key=%s,server_key=%s,iterations=%d" % (
+        principal, user, b(salt), b(stored), b(server), iterations)
+
+
 def main():
     port = int(sys.argv[1])
     cmd = sys.argv[2]
     args = sys.argv[3:]
     if cmd == "proxy":                  # PORT_FILE LOG_FILE: see proxy()
         proxy(args[0], args[1])
+        return
+    if cmd == "scram-cred":             # PRINCIPAL USER PASSWORD (PORT unused): a line
+        print(scram_credential(*args))
         return
     s = conn(port)
     if cmd == "apiversions":            # VERSION: error code and the keys offered
@@ -356,6 +428,66 @@ def main():
             assert struct.unpack(">i", r[:4])[0] == 100 + i
             out.append("%d:%d" % produce_answer(r))
         print(" ".join(out), pid)
+    elif cmd == "describe-flex":        # TOPIC: DescribeConfigs v4, every field read
+        s.sendall(frame(32, 4, 5, uvarint(2) + b"\x02" + cstr(args[0]) + b"\x00\x00"
+                        + b"\x01\x01\x00", flex=True))
+        r = recv_frame(s)
+        off = 4 + 1 + 4
+        def cs(off):
+            n, off = read_uvarint(r, off)
+            return (r[off:off + n - 1].decode() if n else None), off + max(n - 1, 0)
+        n, off = read_uvarint(r, off)
+        out = []
+        for _ in range(n - 1):
+            (err,) = struct.unpack(">h", r[off:off + 2])
+            _, off = cs(off + 2)
+            name, off = cs(off + 1)
+            nc, off = read_uvarint(r, off)
+            for _ in range(nc - 1):
+                cname, off = cs(off)
+                val, off = cs(off)
+                ro, src, sens = r[off], r[off + 1], r[off + 2]
+                ns, off = read_uvarint(r, off + 3)
+                for _ in range(ns - 1):
+                    _, off = cs(off)
+                    _, off = cs(off)
+                    off += 2                # source, tags
+                ctype = r[off]
+                _, off = cs(off + 1)
+                off += 1                    # tags
+                out.append("%s=%s:%d:%d" % (cname, val, src, ctype))
+            off += 1
+        assert off + 1 == len(r), (off, len(r))
+        print(" ".join(out))
+    elif cmd == "sasl-first":           # API_KEY: a request before authenticating
+        # ApiVersions is answered; then the request of API_KEY closes the connection
+        s.sendall(frame(18, 0, 1, b""))
+        assert recv_frame(s) is not None
+        s.sendall(frame(int(args[0]), 0, 2, struct.pack(">i", 0)))
+        print("closed" if closed(s) else "answered")
+    elif cmd == "sasl-raw-bad":         # a v0 handshake then a bad PLAIN token: closed
+        s.sendall(frame(17, 0, 1, kstr("PLAIN")))
+        r = recv_frame(s)
+        assert struct.unpack(">h", r[4:6])[0] == 0, r
+        tok = b"\x00" + args[0].encode() + b"\x00" + args[1].encode()
+        s.sendall(struct.pack(">i", len(tok)) + tok)
+        print("closed" if closed(s) else "answered")
+    elif cmd == "sasl-handshake":       # VERSION MECHANISM: error and mechanisms offered
+        s.sendall(frame(17, int(args[0]), 1, kstr(args[1])))
+        r = recv_frame(s)
+        (err, n) = struct.unpack(">hi", r[4:10])
+        off, mechs = 10, []
+        for _ in range(n):
+            (ln,) = struct.unpack(">h", r[off:off + 2])
+            mechs.append(r[off + 2:off + 2 + ln].decode())
+            off += 2 + ln
+        print(err, ",".join(mechs))
+    elif cmd == "incr-alter":           # VERSION TOPIC VALIDATE NAME:OP[:VALUE]...: error
+        ops = []
+        for x in args[3:]:
+            parts = x.split(":", 2)
+            ops.append((parts[0], int(parts[1]), parts[2] if len(parts) > 2 else None))
+        print(incr_alter(s, int(args[0]), args[1], ops, int(args[2]))[0])
     else:
         sys.exit("unknown command " + cmd)
 

@@ -35,7 +35,7 @@ static void test_settings(void **state)
 	assert_string_equal(c.listener_host, "::1");
 	assert_int_equal(tfs_kafka_config_set(&c, "listeners", "PLAINTEXT://:0", &why), 0);
 	assert_string_equal(c.listener_host, "");
-	for (const char *const *bad = (const char *const[]){ "SASL_PLAINTEXT://h:1", "PLAINTEXT://h",
+	for (const char *const *bad = (const char *const[]){ "SSL://h:1", "PLAINTEXT://h",
 	                                                      "PLAINTEXT://h:65536", "PLAINTEXT://h:x",
 	                                                      "PLAINTEXT://[::1:1", NULL };
 	     *bad; bad++)
@@ -59,6 +59,24 @@ static void test_settings(void **state)
 	assert_false(c.auto_create_topics);
 	assert_int_equal(tfs_kafka_config_set(&c, "kafka_allow_remote", "yes", &why), -EINVAL);
 	assert_int_equal(tfs_kafka_config_set(&c, "log.dirs", "/x", &why), -ENOENT);
+	/* SASL: the listener's scheme, the mechanisms, the credentials file's path */
+	assert_false(c.sasl);
+	assert_int_equal(c.sasl_mechanisms, TFS_KAFKA_SASL_PLAIN | TFS_KAFKA_SASL_SCRAM_SHA_256);
+	assert_int_equal(tfs_kafka_config_set(&c, "listeners", "SASL_PLAINTEXT://0.0.0.0:9093", &why),
+	                 0);
+	assert_true(c.sasl);
+	assert_int_equal(tfs_kafka_config_set(&c, "sasl.enabled.mechanisms", "SCRAM-SHA-256", &why), 0);
+	assert_int_equal(c.sasl_mechanisms, TFS_KAFKA_SASL_SCRAM_SHA_256);
+	for (const char *const *bad = (const char *const[]){ "", "GSSAPI", "PLAIN,", "plain",
+	                                                      "PLAIN,,SCRAM-SHA-256", NULL };
+	     *bad; bad++)
+		assert_int_equal(tfs_kafka_config_set(&c, "sasl.enabled.mechanisms", *bad, &why), -EINVAL);
+	assert_int_equal(c.sasl_mechanisms, TFS_KAFKA_SASL_SCRAM_SHA_256);
+	assert_int_equal(tfs_kafka_config_set(&c, "kafka_sasl_credentials", "relative", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "kafka_sasl_credentials", "/etc/tfs.creds", &why), 0);
+	assert_string_equal(c.sasl_credentials, "/etc/tfs.creds");
+	assert_int_equal(tfs_kafka_config_set(&c, "listeners", "PLAINTEXT://127.0.0.1:1", &why), 0);
+	assert_false(c.sasl);
 }
 
 static void test_meta_parse(void **state)

@@ -1,0 +1,191 @@
+#!/bin/bash
+# test_kafka_admin.sh - the listener's admin APIs (docs/kafka.md, "Admin"):
+# DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on the topic config
+# the mount shows as attributes, checked by the same parser and the same
+# permissions as a setfattr.
+. "$(dirname "$0")/lib.sh"
+t_require_daemon
+KW=$T_LIB_DIR/kafka_wire.py
+
+kmount() { t_kafka_mount "$@"; }
+kw() { "$T_PY" "$KW" "$PORT" "$@"; }
+
+# (a) Configs through the protocol are the attributes: described as they are,
+# changed at once, refused whole on a bad value, unchanged by validate_only;
+# AlterConfigs replaces the whole set, IncrementalAlterConfigs edits it; a user
+# who may read but not write the topic can describe and not alter; the broker
+# resource is read-only.
+c_configs() {
+	local u=tfs_kadmin_user
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	kmount
+	mkdir "$MNT/t"
+	setfattr -n user.topicfs.segment.bytes -v 1048576 "$MNT/t"
+	"$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka.admin import KafkaAdminClient, ConfigResource, ConfigResourceType
+a = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+def configs(kind, name):
+    r = a.describe_configs([ConfigResource(kind, name)])[0].resources[0]
+    assert r[0] == 0, r
+    return {c[0]: c[1:] for c in r[4]}
+def alter(cfg, validate_only=False, name="t"):
+    r = a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs=cfg)])
+    return r.resources[0][0]
+c = configs(ConfigResourceType.TOPIC, "t")
+assert c["segment.bytes"][0] == "1048576" and c["segment.bytes"][2] == 1, c["segment.bytes"]   # TOPIC_CONFIG
+assert c["retention.ms"][0] == "604800000" and c["retention.ms"][2] == 5, c["retention.ms"]    # DEFAULT_CONFIG
+assert c["cleanup.policy"][0] == "compact" and not c["cleanup.policy"][1]                       # read_only false
+assert alter({"retention.ms": "1234"}) == 0
+assert alter({"retention.ms": "x"}) == 40
+assert alter({"retention.ms": "5", "no.such.config": "1"}) == 40
+assert alter({"retention.ms": "5"}, name="never-was") == 3
+b = configs(ConfigResourceType.BROKER, "1")
+assert b["node.id"][0] == "1" and b["node.id"][1], b["node.id"]                                 # read-only
+r = a.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={"num.partitions": "3"})])
+assert r.resources[0][0] == 42, r
+PY
+	assert_eq 1234 "$(t_x "$MNT/t" retention.ms)" "retention.ms set by AlterConfigs"
+	assert_eq 104857600 "$(t_x "$MNT/t" segment.bytes)" "segment.bytes: AlterConfigs replaced the set"
+	grep -q '^retention.ms=1234$' "$DATA/topics/t" || fail "the change is not in the topic's config file"
+	# IncrementalAlterConfigs, v0 and v1 (flexible): SET, DELETE, APPEND, SUBTRACT
+	assert_eq 0 "$(kw incr-alter 0 t 0 segment.bytes:0:2097152 cleanup.policy:2:delete)" "SET and APPEND"
+	assert_eq 2097152 "$(t_x "$MNT/t" segment.bytes)" "segment.bytes after SET"
+	assert_eq compact,delete "$(t_x "$MNT/t" cleanup.policy)" "cleanup.policy after APPEND"
+	assert_eq 0 "$(kw incr-alter 1 t 0 cleanup.policy:3:compact retention.ms:1)" "SUBTRACT and DELETE (v1)"
+	assert_eq delete "$(t_x "$MNT/t" cleanup.policy)" "cleanup.policy after SUBTRACT"
+	assert_eq 604800000 "$(t_x "$MNT/t" retention.ms)" "retention.ms after DELETE"
+	local before
+	before=$(cat "$DATA/topics/t")
+	assert_eq 40 "$(kw incr-alter 0 t 0 segment.bytes:0:4096 retention.ms:0:-5)" "a bad value"
+	assert_eq 40 "$(kw incr-alter 1 t 0 segment.bytes:2:4096)" "APPEND to a number"
+	assert_eq 40 "$(kw incr-alter 0 t 0 cleanup.policy:3:delete)" "SUBTRACT of the last policy"
+	assert_eq 42 "$(kw incr-alter 0 t 0 segment.bytes:0)" "SET of null"
+	assert_eq 42 "$(kw incr-alter 0 t 0 segment.bytes:0:4096 segment.bytes:0:8192)" "a name twice"
+	assert_eq 42 "$(kw incr-alter 0 t 0 segment.bytes:9:4096)" "an unknown operation"
+	assert_eq 0 "$(kw incr-alter 1 t 1 segment.bytes:0:4096)" "validate_only"
+	assert_eq 17 "$(kw incr-alter 0 .bad 0 segment.bytes:0:4096)" "an invalid topic name"
+	assert_eq "$before" "$(cat "$DATA/topics/t")" "the config file after refused changes"
+	assert_eq 2097152 "$(t_x "$MNT/t" segment.bytes)" "segment.bytes after refused changes"
+	# name=value:source:type, every field of the flexible v4 response read
+	assert_eq "cleanup.policy=delete:1:7 segment.bytes=2097152:1:3 segment.ms=604800000:5:5" \
+		"$(kw describe-flex t | cut -d' ' -f1-3)" "DescribeConfigs v4 (flexible)"
+	# another user: reads (0755) but may not write, as setfattr would be refused
+	T_PORT=$PORT t_as "$u" "$T_PY" - "$BROKER" "$KW" <<'PY'
+import os, sys
+from kafka.admin import KafkaAdminClient, ConfigResource, ConfigResourceType
+a = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+r = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "t")])[0].resources[0]
+assert r[0] == 0, r
+r = a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "t", configs={"retention.ms": "1"})])
+assert r.resources[0][0] == 29, r
+PY
+	assert_eq 29 "$(t_as "$u" "$T_PY" "$KW" "$PORT" incr-alter 0 t 0 retention.ms:0:1)" "incremental as another user"
+	t_as "$u" setfattr -n user.topicfs.retention.ms -v 1 "$MNT/t" 2> /dev/null &&
+		fail "setfattr as the other user was allowed: the rules differ"
+	chmod 0700 "$MNT/t"
+	T_PORT=$PORT t_as "$u" "$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka.admin import KafkaAdminClient, ConfigResource, ConfigResourceType
+a = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+r = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "t")])[0].resources[0]
+assert r[0] == 29 and r[4] == [], r
+PY
+	assert_eq 604800000 "$(t_x "$MNT/t" retention.ms)" "retention.ms after the other user's attempts"
+	t_umount
+}
+
+# smount CREDS [OPTS]: a SASL_PLAINTEXT listener on 0.0.0.0 (a SASL listener may
+# bind any address; clients are told "localhost") with the credentials file CREDS.
+smount() { t_kafka_listen SASL_PLAINTEXT 0.0.0.0 "kafka_sasl_credentials=$1${2:+,$2}"; }
+
+# (b) SASL: PLAIN and SCRAM-SHA-256 from kafka-python (SaslHandshake v0, bare
+# tokens) and from librdkafka (v1 and SaslAuthenticate), a good and a bad
+# password each; nothing but ApiVersions and SASL before authenticating; a
+# principal acts as its Unix user, so one whose user may not write a topic
+# cannot produce to it nor send a tombstone; the credentials file must be
+# private.
+c_sasl() {
+	local u=tfs_kadmin_user creds
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	creds=$T_DIR/creds
+	{
+		echo "# principal user credential"
+		"$T_PY" "$KW" 0 scram-cred alice root alice-secret
+		"$T_PY" "$KW" 0 scram-cred bob "$u" bob-secret
+	} > "$creds"
+	chmod 0644 "$creds"
+	T_MOUNT_MAY_EXIT=1 smount "$creds" || true
+	assert_eq 1 "${T_MOUNT_EXIT:-0}" "exit status for a credentials file others can read"
+	t_daemon_log | grep -q 'must be a regular file of root' || fail "no log line says why"
+	chmod 0600 "$creds"
+	T_MOUNT_EXIT=0
+	smount "$creds"
+	mkdir "$MNT/t"
+	printf 'was-here' > "$MNT/t/0/k"
+	assert_eq closed "$(kw sasl-first 3)" "Metadata before authenticating"
+	assert_eq "0 PLAIN,SCRAM-SHA-256" "$(kw sasl-handshake 1 PLAIN)" "SaslHandshake v1"
+	assert_eq "33 PLAIN,SCRAM-SHA-256" "$(kw sasl-handshake 1 GSSAPI)" "an unknown mechanism"
+	assert_eq closed "$(kw sasl-raw-bad alice wrong)" "a bad bare PLAIN token"
+	"$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+def producer(mech, user, pw):
+    return KafkaProducer(bootstrap_servers=sys.argv[1], security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism=mech, sasl_plain_username=user, sasl_plain_password=pw,
+                         retries=0, max_block_ms=5000)
+for mech in ["PLAIN", "SCRAM-SHA-256"]:
+    p = producer(mech, "alice", "alice-secret")
+    p.send("t", key=b"py-" + mech.encode(), value=b"by alice").get(timeout=30)
+    p.close()
+    for user, pw in [("alice", "wrong"), ("mallory", "alice-secret")]:
+        try:
+            producer(mech, user, pw).send("t", key=b"bad", value=b"x").get(timeout=30)
+            sys.exit("%s: %s with a bad password got in" % (mech, user))
+        except KafkaError:
+            pass
+    # bob's Unix user may not write t (0755, root's): 29, produce and tombstone alike
+    p = producer(mech, "bob", "bob-secret")
+    for value in [b"by bob", None]:
+        try:
+            p.send("t", key=b"k", value=value).get(timeout=30)
+            sys.exit("bob wrote to t")
+        except KafkaError as e:
+            assert getattr(e, "errno", None) == 29, e
+    p.close()
+PY
+	assert_cat "$MNT/t/0/py-PLAIN" "by alice"
+	assert_cat "$MNT/t/0/py-SCRAM-SHA-256" "by alice"
+	assert_cat "$MNT/t/0/k" was-here
+	assert_absent "$MNT/t/0/bad"
+	t_daemon_log | grep -q "SASL PLAIN authentication of 'alice' failed: wrong password" ||
+		fail "no log line for a wrong PLAIN password"
+	t_daemon_log | grep -q "SASL SCRAM-SHA-256 authentication of 'mallory' failed: unknown principal" ||
+		fail "no log line for an unknown SCRAM principal"
+	t_daemon_log | grep -q -e alice-secret -e '\bwrong\b.*password.*wrong' &&
+		fail "a password reached the log"
+	if command -v kcat > /dev/null; then
+		local mech
+		for mech in PLAIN SCRAM-SHA-256; do
+			printf 'kcat-%s:by kcat\n' "$mech" | kcat -b "$BROKER" -P -t t -K: -X security.protocol=SASL_PLAINTEXT \
+				-X sasl.mechanisms=$mech -X sasl.username=alice -X sasl.password=alice-secret 2> /dev/null
+			assert_cat "$MNT/t/0/kcat-$mech" "by kcat"
+			kcat -b "$BROKER" -L -m 5 -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=$mech \
+				-X sasl.username=alice -X sasl.password=wrong > /dev/null 2>&1 &&
+				fail "kcat with a wrong $mech password listed metadata"
+		done
+		printf 'k:by bob\n' | timeout 20 kcat -b "$BROKER" -P -t t -K: -X security.protocol=SASL_PLAINTEXT \
+			-X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=bob -X sasl.password=bob-secret \
+			-X message.send.max.retries=0 > /dev/null 2>&1 && fail "kcat as bob wrote to t"
+		assert_cat "$MNT/t/0/k" was-here
+	fi
+	assert_eq 5 "$(t_leo t/0)" "records of t: the shell's, two by kafka-python, two by kcat"
+	t_umount
+}
+
+t_test configs c_configs
+t_test sasl c_sasl
+t_done
