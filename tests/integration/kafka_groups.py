@@ -2,7 +2,7 @@
 """kafka_groups.py - consumer groups against a topicfs listener, for test_kafka_groups.sh.
 
   kafka_groups.py rdk BROKER TOPIC GROUP    librdkafka: members join 1 -> 2 -> 3, one leaves
-  kafka_groups.py kp BROKER TOPIC GROUP     kafka-python: 1 -> 2 members, one leaves
+  kafka_groups.py kp BROKER TOPIC GROUP     kafka-python: 1 -> 2 -> 3 members, one leaves
   kafka_groups.py rdk_silent BROKER TOPIC GROUP   librdkafka: a member killed -9 is removed
   kafka_groups.py commit BROKER GROUP TOPIC P:OFF...   a simple commit (no members)
   kafka_groups.py committed BROKER GROUP TOPIC N       OffsetFetch of partitions 0..N-1
@@ -162,7 +162,7 @@ def kp(broker, topic, group):
     import threading
     from kafka import KafkaConsumer, KafkaProducer
 
-    nparts = 4
+    nparts = 6
     seen = {}
     lock = threading.Lock()
     errors = []
@@ -216,28 +216,28 @@ def kp(broker, topic, group):
     def wait(what, cond):
         until(what, cond, lambda: time.sleep(0.05))
 
-    produce(0, 40)
-    members.append(Member("x"))
-    members[0].start()
-    wait("one member", balanced)
-    wait("40 records", lambda: count() == 40)
-    members.append(Member("y"))
-    members[1].start()
-    wait("two members", balanced)
-    produce(40, 60)
-    wait("60 records", lambda: count() == 60)
+    produce(0, 60)
+    for name in ["x", "y", "z"]:
+        members.append(Member(name))
+        members[-1].start()
+        wait("%d members" % len(members), balanced)
+        if name == "x":
+            wait("60 records", lambda: count() == 60)
+    produce(60, 90)
+    wait("90 records", lambda: count() == 90)
     first = members.pop(0)
     first.stop.set()
     first.join()
-    wait("one member again", balanced)
-    produce(60, 80)
-    wait("80 records", lambda: count() == 80)
+    wait("two members again", balanced)
+    produce(90, 120)
+    wait("120 records", lambda: count() == 120)
     with lock:
         who = set(seen.values())
-    if who != {"x", "y"}:
+    if who != {"x", "y", "z"}:
         fail("not every member consumed: %s" % sorted(who))
-    members[0].stop.set()
-    members[0].join()
+    for m in members:
+        m.stop.set()
+        m.join()
     print("ok kp", count())
 
 

@@ -50,13 +50,13 @@ c_silent_member() {
 	t_daemon_log | grep -q 'group "g4": member silent-.* timed out' || fail "no log line for the timeout"
 }
 
-# (b) kafka-python: one member, two, then one again; every record once.
+# (b) kafka-python: one member, two, three, then two again; every record once.
 c_kafka_python_group() {
 	kmount
-	mkdir "$MNT/events" && mkdir "$MNT/events/"{1,2,3}
+	mkdir "$MNT/events" && mkdir "$MNT/events/"{1,2,3,4,5}
 	kg kp events g2 | tee "$T_CASE/kp.out"
-	grep -q '^ok kp 80$' "$T_CASE/kp.out" || fail "the kafka-python group did not finish"
-	assert_eq "0:20 1:20 2:20 3:20" "$(kg committed g2 events 4)" "OffsetFetch of g2"
+	grep -q '^ok kp 120$' "$T_CASE/kp.out" || fail "the kafka-python group did not finish"
+	assert_eq "0:20 1:20 2:20 3:20 4:20 5:20" "$(kg committed g2 events 6)" "OffsetFetch of g2"
 }
 
 # (c) Positions survive a remount and a kill -9: a simple commit, then a new member
