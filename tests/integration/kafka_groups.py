@@ -2,7 +2,8 @@
 """kafka_groups.py - consumer groups against a topicfs listener, for test_kafka_groups.sh.
 
   kafka_groups.py rdk BROKER TOPIC GROUP    librdkafka: members join 1 -> 2 -> 3, one leaves
-  kafka_groups.py kp BROKER TOPIC GROUP     kafka-python: 1 -> 2 members, one leaves
+  kafka_groups.py kp BROKER TOPIC GROUP     kafka-python: 1 -> 2 -> 3 members, one leaves
+  kafka_groups.py rdk_silent BROKER TOPIC GROUP   librdkafka: a member killed -9 is removed
   kafka_groups.py commit BROKER GROUP TOPIC P:OFF...   a simple commit (no members)
   kafka_groups.py committed BROKER GROUP TOPIC N       OffsetFetch of partitions 0..N-1
   kafka_groups.py resume BROKER GROUP TOPIC N          the first offset a member consumes, per partition
@@ -104,6 +105,55 @@ def rdk(broker, topic, group):
     print("ok rdk", len(seen))
 
 
+def rdk_conf(broker, group, name):
+    return {"bootstrap.servers": broker, "group.id": group, "client.id": name,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+
+
+def rdk_member(broker, topic, group):
+    """A member that says when it has partitions, then polls until killed."""
+    from confluent_kafka import Consumer
+
+    c = Consumer(rdk_conf(broker, group, "silent"))
+    c.subscribe([topic])
+    said = False
+    while True:
+        c.poll(0.1)
+        if c.assignment() and not said:
+            print("assigned", len(c.assignment()), flush=True)
+            said = True
+
+
+def rdk_silent(broker, topic, group):
+    """A member in another process is killed -9: it never leaves, its session
+    times out, and the survivor gets every partition."""
+    import signal
+    import subprocess
+    import threading
+    from confluent_kafka import Consumer
+
+    nparts = 6
+    a = Consumer(rdk_conf(broker, group, "survivor"))
+    a.subscribe([topic])
+    until("the survivor's assignment", lambda: len(a.assignment()) == nparts, lambda: a.poll(0.1))
+    child = subprocess.Popen([sys.executable, __file__, "rdk_member", broker, topic, group],
+                             stdout=subprocess.PIPE, text=True)
+    said = []                                # the child's line: it has its partitions
+    reader = threading.Thread(target=lambda: said.append(child.stdout.readline()), daemon=True)
+    reader.start()
+    until("the second member's partitions and the survivor's half",
+          lambda: said and len(a.assignment()) == nparts // 2, lambda: a.poll(0.1))
+    if not said[0].startswith("assigned"):
+        fail("the second member did not get partitions: %r" % said[0])
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    until("the survivor to get every partition back", lambda: len(a.assignment()) == nparts,
+          lambda: a.poll(0.1))
+    a.close()
+    print("ok rdk_silent")
+
+
 # ---- kafka-python ----
 
 def kp(broker, topic, group):
@@ -112,7 +162,7 @@ def kp(broker, topic, group):
     import threading
     from kafka import KafkaConsumer, KafkaProducer
 
-    nparts = 4
+    nparts = 6
     seen = {}
     lock = threading.Lock()
     errors = []
@@ -166,28 +216,28 @@ def kp(broker, topic, group):
     def wait(what, cond):
         until(what, cond, lambda: time.sleep(0.05))
 
-    produce(0, 40)
-    members.append(Member("x"))
-    members[0].start()
-    wait("one member", balanced)
-    wait("40 records", lambda: count() == 40)
-    members.append(Member("y"))
-    members[1].start()
-    wait("two members", balanced)
-    produce(40, 60)
-    wait("60 records", lambda: count() == 60)
+    produce(0, 60)
+    for name in ["x", "y", "z"]:
+        members.append(Member(name))
+        members[-1].start()
+        wait("%d members" % len(members), balanced)
+        if name == "x":
+            wait("60 records", lambda: count() == 60)
+    produce(60, 90)
+    wait("90 records", lambda: count() == 90)
     first = members.pop(0)
     first.stop.set()
     first.join()
-    wait("one member again", balanced)
-    produce(60, 80)
-    wait("80 records", lambda: count() == 80)
+    wait("two members again", balanced)
+    produce(90, 120)
+    wait("120 records", lambda: count() == 120)
     with lock:
         who = set(seen.values())
-    if who != {"x", "y"}:
+    if who != {"x", "y", "z"}:
         fail("not every member consumed: %s" % sorted(who))
-    members[0].stop.set()
-    members[0].join()
+    for m in members:
+        m.stop.set()
+        m.join()
     print("ok kp", count())
 
 
@@ -257,6 +307,10 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "rdk":
         rdk(*args)
+    elif cmd == "rdk_silent":
+        rdk_silent(*args)
+    elif cmd == "rdk_member":
+        rdk_member(*args)
     elif cmd == "kp":
         kp(*args)
     elif cmd == "commit":
