@@ -216,6 +216,7 @@ static const struct command commands[] = {
 	{ "verify", cmd_verify, "check a data directory's files", verify_help },
 	{ "estimate", cmd_estimate, "estimate what compaction would save", estimate_help },
 	{ "repair", cmd_repair, "truncate a damaged log at its first unreadable batch", repair_help },
+	{ "follow", cmd_follow, "print a topic's records up to its end, then follow it", follow_help },
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -11,6 +11,7 @@
  *   verify.c    verify (a data or partition directory, read-only)
  *   estimate.c  estimate (segment files, read-only; MOUNT/TOPIC or DATA_DIR TOPIC)
  *   repair.c    repair (truncates a damaged log; unmounted DATA_DIR only)
+ *   follow.c    follow (bootstrap then follow a topic, through a mount)
  *
  * Conventions: every command is `int cmd_NAME(int argc, char **argv)` with argv[0]
  * the command's name, returns an EXIT_* status, parses its options with next_opt
@@ -57,10 +58,12 @@ int cmd_dump(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_follow(int argc, char **argv);
 
 extern const char create_help[], describe_help[], config_help[], delete_help[];
 extern const char status_help[], clean_help[], roll_help[];
 extern const char dump_help[], verify_help[], estimate_help[], repair_help[];
+extern const char follow_help[];
 
 /* ---- main.c: messages, options, numbers, JSON ----------------------------------- */
 
