@@ -37,6 +37,8 @@ struct tally_pid {
 struct tfs__tally {
 	tfs_pos_t pos;                  /* whole batches in [0, pos) are counted */
 	int64_t counted;                /* settled within the segment */
+	int64_t keyless;                /* data records without a key, any transaction */
+	int64_t control;                /* control records */
 	struct tally_pid *pids;
 	size_t n, cap;
 };
@@ -86,31 +88,32 @@ static int control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t
 	return (int16_t)(r.key.p[2] << 8 | r.key.p[3]);
 }
 
-/* Records of a data batch at or after from. */
+/* Records of a data batch at or after from, and how many of them have no key. */
 static int records_from(struct tfs_record_iter *it, const struct tfs_batch_header *h,
-                        const uint8_t *batch, tfs_offset_t from, int64_t *out)
+                        const uint8_t *batch, tfs_offset_t from, int64_t *out,
+                        int64_t *keyless)
 {
 	struct tfs_record r;
 	const char *why = NULL;
-	int64_t n = 0;
+	int64_t n = 0, nk = 0;
 	int rc;
 
-	if (h->base_offset >= from) {
-		*out = h->records_count;
+	*out = *keyless = 0;
+	if (tfs_batch_last_offset(h) < from || h->records_count == 0)
 		return 0;
-	}
-	if (tfs_batch_last_offset(h) < from) {
-		*out = 0;
-		return 0;
-	}
 	rc = tfs_record_iter_reset(it, batch, tfs_batch_size(h), &why);
 	while (rc == 0 && (rc = tfs_record_iter_next(it, &r, &why)) == 1) {
-		if (r.offset >= from)
+		if (r.offset >= from) {
 			n++;
+			nk += r.key_null;
+		}
 		rc = 0;
 	}
+	if (rc < 0)
+		return rc;
 	*out = n;
-	return rc;
+	*keyless = nk;
+	return 0;
 }
 
 /* Runs the machine over seg's whole batches from t->pos to its committed size,
@@ -127,7 +130,7 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 	tfs__seg_reader_init(&r, seg, t->pos, &io->buf, &io->cap, LAG_READ_CHUNK, NULL, NULL);
 	while ((rc = tfs__seg_reader_next(&r, &h, &batch, &at)) == 1) {
 		struct tally_pid *p = NULL;
-		int64_t n = 0;
+		int64_t n = 0, nk = 0;
 
 		if (h.attributes & (TFS_ATTR_TRANSACTIONAL | TFS_ATTR_CONTROL)) {
 			p = tally_pid(t, h.producer_id);
@@ -136,6 +139,8 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 		}
 		if (h.attributes & TFS_ATTR_CONTROL) {
 			int type = h.records_count > 0 ? control_type(&io->it, batch, tfs_batch_size(&h)) : -1;
+			if (h.base_offset >= from)
+				t->control += h.records_count;
 			if (type == TFS_CONTROL_ABORT || type == CONTROL_COMMIT) {
 				if (p->first_marker == MARKER_NONE)
 					p->first_marker = type;
@@ -144,9 +149,10 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 				p->pending = 0;
 			}
 		} else {
-			rc = records_from(&io->it, &h, batch, from, &n);
+			rc = records_from(&io->it, &h, batch, from, &n, &nk);
 			if (rc < 0)
 				return rc;
+			t->keyless += nk;
 			if (p)
 				p->pending += n;
 			else
@@ -160,7 +166,7 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 /* What is pending, per producer id, between segments. */
 struct carry {
 	struct tfs__tally t;            /* only pids[] is used */
-	int64_t counted;
+	int64_t counted, keyless, control;
 };
 
 /* Applies a segment's tally to what was pending before it. */
@@ -180,6 +186,8 @@ static int carry_apply(struct carry *c, const struct tfs__tally *t)
 		p->pending += s->pending;
 	}
 	c->counted += t->counted;
+	c->keyless += t->keyless;
+	c->control += t->control;
 	return 0;
 }
 
@@ -225,10 +233,10 @@ static int apply_partial(struct carry *c, struct tfs_plog *pl, struct tfs_segmen
 	return rc;
 }
 
-static int count_from(struct tfs_plog *pl, tfs_offset_t from, int64_t *out)
+static int count_from(struct tfs_plog *pl, tfs_offset_t from, struct carry *out)
 {
 	struct tfs_seglist *l = tfs__seglist_get(pl);
-	struct carry c = { { 0 }, 0 };
+	struct carry c = { { 0 }, 0, 0, 0 };
 	struct lag_io io = { 0 };
 	int i = tfs__seglist_find(l, from), rc = 0;
 
@@ -245,8 +253,9 @@ static int count_from(struct tfs_plog *pl, tfs_offset_t from, int64_t *out)
 		else
 			rc = apply_segment(&c, seg, &io);
 	}
-	*out = c.counted;
+	*out = c;
 	free(c.t.pids);
+	out->t.pids = NULL;
 	free(io.buf);
 	tfs_record_iter_release(&io.it);
 	tfs__seglist_put(l);
@@ -358,6 +367,7 @@ static int first_from(struct tfs_plog *pl, tfs_offset_t from, struct tfs_lag *ou
 int tfs_plog_lag(struct tfs_plog *pl, tfs_offset_t position, struct tfs_lag *out)
 {
 	struct tfs_plog_stats st;
+	struct carry c;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -365,7 +375,8 @@ int tfs_plog_lag(struct tfs_plog *pl, tfs_offset_t position, struct tfs_lag *out
 	out->first_timestamp = -1;
 	if (position < 0)
 		position = 0;
-	rc = count_from(pl, position, &out->lag_records);
+	rc = count_from(pl, position, &c);
+	out->lag_records = c.counted;
 	if (rc == 0 && out->lag_records > 0)
 		rc = first_from(pl, position, out);
 	if (rc < 0)
@@ -381,4 +392,18 @@ int64_t tfs_lag_ms(const struct tfs_lag *lag, int64_t now_ms)
 	if (lag->lag_records == 0 || lag->first_timestamp < 0 || lag->first_timestamp > now_ms)
 		return 0;
 	return now_ms - lag->first_timestamp;
+}
+
+int tfs_plog_tally(struct tfs_plog *pl, struct tfs_log_tally *out)
+{
+	struct carry c;
+	int rc = count_from(pl, 0, &c);
+
+	memset(out, 0, sizeof(*out));
+	if (rc < 0)
+		return rc;
+	out->delivered = c.counted;
+	out->keyless = c.keyless;
+	out->control = c.control;
+	return 0;
 }

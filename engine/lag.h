@@ -58,6 +58,16 @@ int tfs_plog_lag(struct tfs_plog *pl, tfs_offset_t position, struct tfs_lag *out
  * nothing is left (or the timestamp is in the future). */
 int64_t tfs_lag_ms(const struct tfs_lag *lag, int64_t now_ms);
 
+/* What the whole log holds now, from the same tallies. */
+struct tfs_log_tally {
+	int64_t delivered;              /* records a consumer from 0 is given */
+	int64_t keyless;                /* data records without a key (the cleaner never
+	                                 * drops them: on a compact-only topic, every
+	                                 * keyless record produced since the log start) */
+	int64_t control;                /* control records (transaction markers) */
+};
+int tfs_plog_tally(struct tfs_plog *pl, struct tfs_log_tally *out);
+
 /* For segment.c: frees a segment's tally (NULL ok). */
 void tfs__tally_free(struct tfs__tally *t);
 

@@ -15,7 +15,7 @@ struct orec {
 	tfs_offset_t offset;
 	int64_t pid;
 	int64_t ts;
-	bool txn, control;
+	bool txn, control, keyless;
 	int marker;                     /* control: its type */
 };
 
@@ -36,7 +36,7 @@ static struct orec *all_records(struct tfs_plog *pl, size_t *n)
 		}
 		v[cnt] = (struct orec){ r.offset, bh.producer_id, r.timestamp,
 		                        (bh.attributes & TFS_ATTR_TRANSACTIONAL) != 0,
-		                        (bh.attributes & TFS_ATTR_CONTROL) != 0, -1 };
+		                        (bh.attributes & TFS_ATTR_CONTROL) != 0, r.key_null, -1 };
 		if (v[cnt].control)
 			v[cnt].marker = r.key.p[3];
 		cnt++;
@@ -68,9 +68,20 @@ static int check_all_positions(struct tfs_plog *pl)
 	size_t n;
 	struct orec *v = all_records(pl, &n);
 	struct tfs_plog_stats st;
+	struct tfs_log_tally tally;
+	int64_t keyless = 0, control = 0, given = 0;
 	int fewer = 0;
 
 	tfs_plog_stats(pl, &st);
+	for (size_t i = 0; i < n; i++) {
+		control += v[i].control;
+		keyless += !v[i].control && v[i].keyless;
+		given += delivered(v, n, i);
+	}
+	assert_int_equal(tfs_plog_tally(pl, &tally), 0);
+	assert_int_equal(tally.control, control);
+	assert_int_equal(tally.keyless, keyless);
+	assert_int_equal(tally.delivered, given);
 	for (tfs_offset_t pos = 0; pos <= st.log_end_offset + 1; pos++) {
 		struct tfs_lag lag;
 		int64_t want = 0;
@@ -175,7 +186,10 @@ static void test_transactions(void **state)
 	fx_raw_release(&r);
 	fx_open(f);
 
+	struct tfs_log_tally tally;
 	check_all_positions(f->pl);
+	assert_int_equal(tfs_plog_tally(f->pl, &tally), 0);
+	assert_int_equal(tally.control, 3);
 	assert_int_equal(tfs_plog_lag(f->pl, 0, &lag), 0);
 	assert_int_equal(lag.lag_records, 7);    /* 0, 1, 2, 5, 6, 8, 12 */
 	assert_int_equal(lag.lag_offsets, 15);
