@@ -47,9 +47,11 @@
 #include <sys/xattr.h>
 
 #include "engine/cleaner.h"
+#include "fs/consumers.h"
 #include "fs/history_fate.h"
 #include "fs/node.h"
 #include "io/log.h"
+#include "io/parse.h"
 
 #define PREFIX_LEN (sizeof(TFS_XATTR_PREFIX) - 1)
 #define HEADER_PREFIX "header."
@@ -495,6 +497,27 @@ static int set_clean(struct xctx *c, const char *value, size_t size)
 	return cl ? tfs_cleaner_clean_now(cl, pl) : TFS_EREADONLY;
 }
 
+/* A consumer's report of how long bootstrapping the topic from offset 0 took
+ * (topicctl follow): kept in memory for the metrics (consumers.h). */
+static int set_bootstrap_ms(struct xctx *c, const char *value, size_t size)
+{
+	char buf[24];
+	int64_t ms;
+
+	if (size > 0 && value[size - 1] == '\n')
+		size--;
+	if (size == 0 || size >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	if (!tfs_parse_i64(buf, 0, INT64_MAX, &ms)) {
+		tfs_log_warn("fs", "%s: bootstrap_ms is not a number of milliseconds: '%s'",
+		             tfs_topic_name(c->n->topic), buf);
+		return -EINVAL;
+	}
+	return tfs_consumers_note_bootstrap(c->m->consumers, tfs_topic_name(c->n->topic), ms);
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 struct xattr_row {
@@ -533,6 +556,7 @@ static const struct xattr_row rows[] = {
 	{ "superseded_by", K(TFS_NODE_HIST_ENTRY), get_superseded_by, NULL, false },
 	{ "fate", K(TFS_NODE_HIST_ENTRY), get_fate, NULL, false },
 	{ "next_pass", K(TFS_NODE_PARTITION), get_next_pass, NULL, false },
+	{ "bootstrap_ms", K(TFS_NODE_TOPIC), NULL, set_bootstrap_ms, false },
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

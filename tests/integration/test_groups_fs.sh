@@ -95,7 +95,46 @@ c_follow_errors() {
 	assert_match '# ready records=0 bootstrap_ms=[0-9]+ end_offsets=0:0' "$(cat out)"
 }
 
+# metric VALUE-OF NAME LABELS: one sample of .topicfs/metrics ("" when absent).
+metric() {
+	awk -v n="$1$2" '$1 == n { print $2 }' "$MNT/.topicfs/metrics"
+}
+
+c_health_metrics() {
+	t_mount
+	mkdir "$MNT/c"
+	for i in $(seq 1 99); do echo "v$i" > "$MNT/c/0/k$((i % 10))"; done
+	local l='{topic="c",partition="0"}'
+	assert_eq "0 0" "$(metric topicfs_partition_keyless_records "$l") $(metric topicfs_partition_keyless_over_limit "$l")"
+	echo "no key" >> "$MNT/c/0/.append"     # 1 in 100: not over 1%
+	assert_eq "1 0.01 0" "$(metric topicfs_partition_keyless_records "$l") $(metric topicfs_partition_keyless_fraction "$l") $(metric topicfs_partition_keyless_over_limit "$l")"
+	echo "another" >> "$MNT/c/0/.append"    # 2 in 101: over
+	assert_eq 1 "$(metric topicfs_partition_keyless_over_limit "$l")"
+	grep -q '^c/0: .*keyless 1.98% (OVER 1%' "$MNT/.topicfs/status"
+	# the keyless records survive a pass, and so does the fraction of those produced
+	setfattr -n user.topicfs.roll -v 1 "$MNT/c/0"
+	setfattr -n user.topicfs.clean -v 1 "$MNT/c/0"
+	assert_eq "2 0 0" "$(metric topicfs_partition_keyless_records "$l") $(metric topicfs_partition_cleaner_behind "$l") $(metric topicfs_partition_dirty_ratio "$l")"
+	# dirty again past min.cleanable.dirty.ratio after that pass: flagged until the next
+	for i in $(seq 1 30); do echo "w$i" > "$MNT/c/0/k$((i % 10))"; done
+	setfattr -n user.topicfs.roll -v 1 "$MNT/c/0"
+	assert_eq 1 "$(metric topicfs_partition_cleaner_behind "$l")"
+	grep -q '^c/0: .*CLEANER BEHIND' "$MNT/.topicfs/status"
+	assert_eq 604800000 "$(metric topicfs_partition_retention_ms "$l")"
+	assert_match '[0-9]+' "$(metric topicfs_partition_oldest_record_age_ms "$l")"
+	# a bootstrap from zero, as follow reports it
+	assert_eq "" "$(metric topicfs_topic_bootstrap_ms '{topic="c"}')"
+	"$CTL" follow --once "$MNT/c" > out
+	local ms
+	ms=$(sed -n 's/^# ready .*bootstrap_ms=\([0-9]*\) .*/\1/p' out)
+	assert_eq "$ms" "$(metric topicfs_topic_bootstrap_ms '{topic="c"}')"
+	assert_fails setfattr -n user.topicfs.bootstrap_ms -v soon "$MNT/c"
+	assert_fails setfattr -n user.topicfs.bootstrap_ms -v -5 "$MNT/c"
+	assert_eq "$ms" "$(metric topicfs_topic_bootstrap_ms '{topic="c"}')"
+}
+
 t_test follow_bootstrap c_follow_bootstrap
 t_test follow_follows c_follow_follows
 t_test follow_errors c_follow_errors
+t_test health_metrics c_health_metrics
 t_done
