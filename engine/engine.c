@@ -33,6 +33,7 @@
 
 #include "engine/cleaner.h"
 #include "engine/engine.h"
+#include "engine/groups.h"
 #include "engine/producer_ids.h"
 #include "io/file_util.h"
 #include "io/log.h"
@@ -86,6 +87,8 @@ struct tfs_engine {
 
 	struct tfs_cleaner *cleaner;     /* NULL when read-only */
 	struct tfs_pids *pids;           /* producer ids; NULL when read-only */
+	struct tfs_groups *groups;       /* consumer groups' offsets (groups.h) */
+	int64_t groups_checked_mono_ms;  /* the flusher's last expiry run */
 
 	pthread_t flusher;
 	bool flusher_running;
@@ -126,6 +129,25 @@ void tfs_engine_config_defaults(struct tfs_engine_config *c)
 	c->max_open_files = DEFAULT_MAX_OPEN_FILES;
 	tfs_topic_config_defaults(&c->topic_defaults);
 	tfs_cleaner_config_defaults(&c->cleaner);
+	tfs_groups_config_defaults(&c->groups);
+}
+
+bool tfs_topic_internal(const struct tfs_topic *t)
+{
+	return strcmp(t->name, TFS_GROUPS_TOPIC) == 0;
+}
+
+struct tfs_groups *tfs_engine_groups(struct tfs_engine *e)
+{
+	return e->groups;
+}
+
+/* Logs and refuses a shell's or client's change to an internal topic. */
+static int refuse_internal(const char *name, const char *what)
+{
+	tfs_log_warn("engine", "refusing to %s %s: an internal topic, written only by the "
+	             "consumer groups' store", what, name);
+	return -EPERM;
 }
 
 bool tfs_topic_name_valid(const char *name)
@@ -421,8 +443,27 @@ static void remove_partition_dir(struct tfs_engine *e, const char *path)
 		             tfs_strerror(rc));
 }
 
+static int topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                        uid_t uid, gid_t gid, mode_t mode, const struct tfs_topic_config *cfg);
+
 int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
                             uid_t uid, gid_t gid, mode_t mode)
+{
+	if (strcmp(name, TFS_GROUPS_TOPIC) == 0)
+		return refuse_internal(name, "create");
+	return topic_create(e, name, partitions, uid, gid, mode, NULL);
+}
+
+int tfs_engine_internal_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                                     uid_t uid, gid_t gid, mode_t mode,
+                                     const struct tfs_topic_config *cfg)
+{
+	return topic_create(e, name, partitions, uid, gid, mode, cfg);
+}
+
+/* cfg: the topic's config, NULL for the mount's defaults. */
+static int topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                        uid_t uid, gid_t gid, mode_t mode, const struct tfs_topic_config *cfg)
 {
 	struct tfs_topic *t = NULL;
 	char path[PATH_CAP];
@@ -454,6 +495,8 @@ int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t part
 		rc = -ENOMEM;
 		goto out;
 	}
+	if (cfg)
+		t->cfg = *cfg;
 	t->meta.uid = uid;
 	t->meta.gid = gid;
 	t->meta.mode = mode & 07777;
@@ -533,6 +576,8 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 
 	if (e->cfg.read_only)
 		return TFS_EREADONLY;
+	if (strcmp(name, TFS_GROUPS_TOPIC) == 0)
+		return refuse_internal(name, "delete");
 	pthread_rwlock_wrlock(&e->lock);
 	at = topic_pos(e, name, &found);
 	if (!found) {
@@ -611,6 +656,8 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
 
 	if (t->e->cfg.read_only || t->config_refused)
 		return TFS_EREADONLY;
+	if (tfs_topic_internal(t))      /* a group's partition follows from the count */
+		return refuse_internal(t->name, "add a partition to");
 	pthread_mutex_lock(&t->lock);
 	if (atomic_load(&t->deleted)) {
 		rc = -ENOENT;
@@ -1102,6 +1149,10 @@ static void *flusher_main(void *arg)
 			}
 		}
 		pthread_rwlock_unlock(&e->lock);
+		if (tfs_mono_ms() - e->groups_checked_mono_ms >= e->cfg.groups.check_interval_ms) {
+			e->groups_checked_mono_ms = tfs_mono_ms();
+			tfs_groups_expire(e->groups, tfs_now_ms());   /* logs its own errors */
+		}
 		pthread_mutex_lock(&e->stop_lock);
 	}
 	pthread_mutex_unlock(&e->stop_lock);
@@ -1182,6 +1233,10 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	rc = load_topics(e);
 	if (rc < 0)
 		goto fail;
+	rc = tfs_groups_open(e, &cfg->groups, &e->groups);
+	if (rc < 0)
+		goto fail;
+	e->groups_checked_mono_ms = tfs_mono_ms();
 	if (!cfg->read_only) {
 		rc = tfs_pids_open(e->io, e->dirfd, &e->pids);
 		if (rc < 0)
@@ -1226,6 +1281,8 @@ void tfs_engine_close(struct tfs_engine *e)
 	}
 	tfs_cleaner_destroy(e->cleaner);   /* before the partitions it borrows close */
 	e->cleaner = NULL;
+	tfs_groups_close(e->groups);       /* holds a reference to its topic */
+	e->groups = NULL;
 	for (size_t i = 0; i < e->ntopics; i++)
 		tfs_topic_unref(e->topics[i]);
 	free(e->topics);

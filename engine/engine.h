@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/groups.h"
 #include "engine/partition_log.h"
 #include "engine/topic_config.h"
 #include "io/io.h"
@@ -45,6 +46,7 @@ struct tfs_engine_config {
 	int32_t default_partitions;               /* for new topics, >= 1 */
 	struct tfs_topic_config topic_defaults;
 	struct tfs_cleaner_config cleaner;
+	struct tfs_groups_config groups;          /* consumer groups' offsets store */
 	unsigned max_open_files;                  /* segment fd cache bound; 0 = 4096 */
 	const char *fault_spec;                   /* io fault injection (tests); NULL */
 	/* Called from tfs_engine_open after each topic's partitions are opened (done of
@@ -126,6 +128,20 @@ int tfs_topic_set_mode(struct tfs_topic *t, mode_t mode);
  * returns, no call of the old fn is running or will start. */
 void tfs_engine_set_append_hook(struct tfs_engine *e, void (*fn)(void *arg, struct tfs_plog *pl),
                                 void *arg);
+
+/* Consumer groups' committed offsets (groups.h), kept in the internal topic
+ * __consumer_offsets. Borrowed, valid until tfs_engine_close. */
+struct tfs_groups *tfs_engine_groups(struct tfs_engine *e);
+/* Whether t is internal (__consumer_offsets): tfs_engine_topic_create and
+ * tfs_engine_topic_delete refuse its name, tfs_topic_add_partition refuses it
+ * (-EPERM, logged); only the groups' store writes its records, and front ends
+ * refuse writes to it. */
+bool tfs_topic_internal(const struct tfs_topic *t);
+/* For the groups' store: creates an internal topic with config cfg; otherwise
+ * as tfs_engine_topic_create. */
+int tfs_engine_internal_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,
+                                     uid_t uid, gid_t gid, mode_t mode,
+                                     const struct tfs_topic_config *cfg);
 
 /* Makes every partition of every topic durable. */
 int tfs_engine_sync(struct tfs_engine *e);

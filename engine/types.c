@@ -13,6 +13,8 @@ const char *tfs_strerror(int err)
 	case TFS_EFENCED: return "producer epoch fenced";
 	case TFS_EREADONLY: return "read-only";
 	case TFS_EDAMAGED: return "may be stale: the log is damaged";
+	case TFS_EGROUPBUSY: return "the consumer group has members";
+	case TFS_EGENERATION: return "not the consumer group's generation";
 	default: break;
 	}
 	if (err < 0 && err > -4096)

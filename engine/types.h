@@ -44,6 +44,8 @@ enum {
 	TFS_EREADONLY = -4102,     /* the partition or data directory is read-only */
 	TFS_EDAMAGED = -4103,      /* the answer may lie in an unreadable region of a sealed
 	                            * segment (logged once, when the partition opened) */
+	TFS_EGROUPBUSY = -4104,    /* the consumer group has members (groups.h) */
+	TFS_EGENERATION = -4105,   /* not the consumer group's generation (groups.h) */
 };
 
 /* A short, lowercase, static description of an errno or TFS_E* code (negative). */

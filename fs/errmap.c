@@ -26,6 +26,10 @@ int tfs_errno(int err, const char *what)
 		return EPERM;
 	case TFS_EDAMAGED:
 		return EIO;                     /* logged once, when the partition opened */
+	case TFS_EGROUPBUSY:
+		return EBUSY;                   /* a consumer group with members */
+	case TFS_EGENERATION:
+		return ESTALE;
 	default:
 		break;
 	}
