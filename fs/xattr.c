@@ -49,6 +49,7 @@
 #include "engine/cleaner.h"
 #include "fs/consumers.h"
 #include "fs/history_fate.h"
+#include "fs/node_groups.h"
 #include "fs/node.h"
 #include "io/log.h"
 #include "io/parse.h"
@@ -106,6 +107,9 @@ struct xctx {
 	bool cinfo_loaded;
 	int cinfo_err;
 	struct tfs_cleaner_partition_info ci;   /* partition (or the entry's partition) */
+	bool glag_loaded;
+	int glag_err;
+	struct tfs_group_lag glag;              /* a group offset file's */
 };
 
 static int load_record(struct xctx *c)
@@ -518,6 +522,47 @@ static int set_bootstrap_ms(struct xctx *c, const char *value, size_t size)
 	return tfs_consumers_note_bootstrap(c->m->consumers, tfs_topic_name(c->n->topic), ms);
 }
 
+/* A group offset file's position and lag (node_groups.c), at most once per
+ * request. */
+static int load_group_lag(struct xctx *c)
+{
+	if (!c->glag_loaded) {
+		c->glag_loaded = true;
+		c->glag_err = tfs_group_file_lag(c->m, c->n, &c->glag);
+	}
+	return c->glag_err;
+}
+
+static int get_lag_offsets(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag.lag_offsets);
+}
+
+static int get_lag_records(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag.lag_records);
+}
+
+static int get_lag_ms(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag_ms);
+}
+
+static int get_group_log_end(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag.log_end_offset);
+}
+
+static int get_commit_timestamp(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.commit_ms);
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 struct xattr_row {
@@ -557,6 +602,11 @@ static const struct xattr_row rows[] = {
 	{ "fate", K(TFS_NODE_HIST_ENTRY), get_fate, NULL, false },
 	{ "next_pass", K(TFS_NODE_PARTITION), get_next_pass, NULL, false },
 	{ "bootstrap_ms", K(TFS_NODE_TOPIC), NULL, set_bootstrap_ms, false },
+	{ "lag_offsets", K(TFS_NODE_GROUP_FILE), get_lag_offsets, NULL, false },
+	{ "lag_records", K(TFS_NODE_GROUP_FILE), get_lag_records, NULL, false },
+	{ "lag_ms", K(TFS_NODE_GROUP_FILE), get_lag_ms, NULL, false },
+	{ "log_end_offset", K(TFS_NODE_GROUP_FILE), get_group_log_end, NULL, false },
+	{ "commit_timestamp", K(TFS_NODE_GROUP_FILE), get_commit_timestamp, NULL, false },
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

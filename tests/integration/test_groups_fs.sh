@@ -133,8 +133,133 @@ c_health_metrics() {
 	assert_eq "$ms" "$(metric topicfs_topic_bootstrap_ms '{topic="c"}')"
 }
 
+# lag_records the brute-force way: the history entries at or after OFFSET.
+hist_from() {
+	local n=0 e
+	for e in $(ls "$MNT/$1/.history"); do [ $((10#$e)) -ge "$2" ] && n=$((n + 1)); done
+	echo "$n"
+}
+
+c_groups_files() {
+	t_mount
+	mkdir "$MNT/t" "$MNT/t/1" "$MNT/my.topic"
+	local g=$MNT/.groups/g f
+	f=$g/t.0
+	# hidden, like every control entry, and empty until a group is made
+	assert_eq "my.topic t" "$(ls -A "$MNT" | tr '\n' ' ' | sed 's/ $//' | sed 's/__consumer_offsets //')"
+	assert_eq "" "$(ls -A "$MNT/.groups")"
+	mkdir "$g"
+	assert_errno EEXIST mkdir "$g"
+	assert_eq g "$(ls "$MNT/.groups")"
+	assert_eq "" "$(ls -A "$g")"
+	# a compacted partition with gaps: 30 writes over 3 keys, rolled and cleaned,
+	# then 5 more in the active segment
+	for i in $(seq 0 29); do echo "v$i" > "$MNT/t/0/k$((i % 3))"; done
+	setfattr -n user.topicfs.roll -v 1 "$MNT/t/0"
+	setfattr -n user.topicfs.clean -v 1 "$MNT/t/0"
+	for i in $(seq 0 4); do echo "w$i" > "$MNT/t/0/k$((i % 3))"; done
+	echo 2 > "$f"
+	assert_cat "$f" $'2\n'
+	assert_eq t.0 "$(ls "$g")"
+	assert_eq 33 "$(t_x "$f" lag_offsets)"
+	assert_eq "$(hist_from t/0 2)" "$(t_x "$f" lag_records)"
+	[ "$(t_x "$f" lag_records)" -lt 33 ] || fail "lag_records $(t_x "$f" lag_records) not below lag_offsets"
+	assert_eq 35 "$(t_x "$f" log_end_offset)"
+	# every position: lag_records is what the history holds from there
+	for pos in 0 5 26 27 28 29 31 34 35 40; do
+		echo "$pos" > "$f"
+		assert_eq "$(hist_from t/0 "$pos")" "$(t_x "$f" lag_records)" "lag_records at $pos"
+	done
+	# caught up: no lag in time
+	echo 35 > "$f"
+	assert_eq "0 0 0" "$(t_x "$f" lag_offsets) $(t_x "$f" lag_records) $(t_x "$f" lag_ms)"
+	echo 30 > "$f"
+	assert_match '[0-9]+' "$(t_x "$f" lag_ms)"
+	# bad numbers: EINVAL, nothing committed
+	for bad in abc -1 " 1 2" 1x 99999999999999999999 ""; do
+		assert_errno EINVAL put "$f" "$bad"
+		assert_cat "$f" $'30\n'
+	done
+	assert_errno EINVAL put "$f" "$(printf '%040d' 1)"
+	# names: an existing topic and partition, dots in topic names
+	assert_errno ENOENT put "$g/nope.0" 1
+	assert_errno ENOENT put "$g/t.2" 1
+	assert_errno "EINVAL|ENOENT" put "$g/t.01" 1
+	assert_errno "EINVAL|ENOENT" put "$g/t" 1
+	echo 0 > "$g/my.topic.0"
+	echo 1 > "$g/t.1"
+	assert_eq "my.topic.0 t.0 t.1" "$(ls "$g" | tr '\n' ' ' | sed 's/ $//')"
+	# what was committed survives a remount (the store is rebuilt from the log)
+	t_umount
+	t_mount
+	assert_cat "$f" $'30\n'
+	assert_cat "$g/t.1" $'1\n'
+	# unlink deletes one offset, the group stays until rmdir; rm -r does both
+	rm "$g/t.1"
+	assert_absent "$g/t.1"
+	assert_eq "my.topic.0 t.0" "$(ls "$g" | tr '\n' ' ' | sed 's/ $//')"
+	rm -r "$g"
+	assert_absent "$g"
+	assert_eq "" "$(ls -A "$MNT/.groups")"
+	t_umount
+	t_mount
+	assert_eq "" "$(ls -A "$MNT/.groups")"
+	assert_errno EPERM rmdir "$MNT/.groups"
+}
+
+c_groups_follow() {
+	t_mount
+	fill
+	"$CTL" follow --once --group cache "$MNT/t" > out
+	assert_cat "$MNT/.groups/cache/t.0" $'9\n'
+	assert_cat "$MNT/.groups/cache/t.1" $'1\n'
+	assert_eq "0 0" "$(t_x "$MNT/.groups/cache/t.0" lag_records) $(t_x "$MNT/.groups/cache/t.1" lag_records)"
+	# a restart of the consumer gives only what came since
+	echo later > "$MNT/t/0/k5"
+	"$CTL" follow --once --group cache "$MNT/t" > out
+	assert_eq $'put\t0\t9' "$(grep -v '^#' out | cut -f1-3)"
+	assert_cat "$MNT/.groups/cache/t.0" $'10\n'
+	# a position written from the shell is where it resumes
+	echo 7 > "$MNT/.groups/cache/t.0"
+	"$CTL" follow --once --group cache "$MNT/t" > out
+	assert_eq "7 8 9" "$(grep -v '^#' out | cut -f3 | tr '\n' ' ' | sed 's/ $//')"
+}
+
+T_USER=topicfs-it
+c_groups_access() {
+	t_user_ensure "$T_USER"
+	t_mount -o allow_other,default_permissions
+	mkdir "$MNT/t" "$MNT/open"
+	chmod 755 "$MNT/t"
+	chmod 777 "$MNT/open"
+	echo v > "$MNT/t/0/k"
+	mkdir "$MNT/.groups/g"
+	echo 0 > "$MNT/.groups/g/t.0"
+	echo 0 > "$MNT/.groups/g/open.0"
+	# reading follows the topic's read permission; committing its write permission
+	assert_eq 0 "$(t_as "$T_USER" cat "$MNT/.groups/g/t.0")"
+	assert_eq 1 "$(t_as "$T_USER" getfattr --absolute-names --only-values -n user.topicfs.lag_records "$MNT/.groups/g/t.0")"
+	assert_errno_as "$T_USER" EACCES put "$MNT/.groups/g/t.0" 1
+	assert_errno_as "$T_USER" EACCES unlink "$MNT/.groups/g/t.0"
+	assert_errno_as "$T_USER" EACCES rmdir "$MNT/.groups/g"
+	assert_errno_as "$T_USER" OK put "$MNT/.groups/g/open.0" 1
+	assert_cat "$MNT/.groups/g/t.0" $'0\n'
+	assert_cat "$MNT/.groups/g/open.0" $'1\n'
+	# a group of one's own, on a topic one may not write: no offset for it
+	assert_errno_as "$T_USER" OK mkdir "$MNT/.groups/mine"
+	assert_errno_as "$T_USER" EACCES put "$MNT/.groups/mine/t.0" 1
+	assert_errno_as "$T_USER" OK put "$MNT/.groups/mine/open.0" 0
+	assert_errno_as "$T_USER" OK unlink "$MNT/.groups/mine/open.0"
+	assert_errno_as "$T_USER" OK rmdir "$MNT/.groups/mine"
+	chmod 700 "$MNT/t"
+	assert_errno_as "$T_USER" EACCES read "$MNT/.groups/g/t.0"
+}
+
 t_test follow_bootstrap c_follow_bootstrap
 t_test follow_follows c_follow_follows
 t_test follow_errors c_follow_errors
 t_test health_metrics c_health_metrics
+t_test groups_files c_groups_files
+t_test groups_follow c_groups_follow
+t_test groups_access c_groups_access
 t_done
