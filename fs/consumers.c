@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/cleaner.h"
+#include "engine/groups.h"
 #include "engine/lag.h"
 #include "fs/consumers.h"
 #include "fs/node.h"
@@ -383,7 +384,170 @@ static void write_health_status(FILE *f, struct tfs_mount *m, const struct healt
 	}
 }
 
+static void write_partition_metrics(FILE *f, struct tfs_mount *m);
+static void write_partition_status(FILE *f, struct tfs_mount *m);
+
+/* ---- each group's lag against the tombstone window ---------------------------- */
+
+struct group_row {
+	char *group;                    /* points into the names block */
+	char *topic;                    /* owned */
+	int32_t partition;
+	int64_t committed;
+	struct tfs_lag lag;
+	int64_t lag_ms;
+	int64_t window_ms;              /* the topic's delete.retention.ms */
+};
+
+static void group_rows_free(struct group_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(rows[i].topic);
+	free(rows);
+}
+
+static int collect_groups(struct tfs_mount *m, char ***names_out, struct group_row **out,
+                          size_t *count)
+{
+	struct tfs_groups *g = tfs_engine_groups(m->engine);
+	struct group_row *rows = NULL;
+	size_t n = 0, cap = 0, ngroups = 0;
+	char **names = NULL;
+	int64_t now = tfs_now_ms();
+	int rc = g ? tfs_groups_list(g, &names, &ngroups) : 0;
+
+	for (size_t i = 0; rc == 0 && i < ngroups; i++) {
+		struct tfs_group_offset *o = NULL;
+		size_t no = 0;
+
+		if (tfs_groups_offsets(g, names[i], &o, &no) < 0)
+			continue;               /* forgotten since the list */
+		for (size_t j = 0; j < no && rc == 0; j++) {
+			struct tfs_topic *t = tfs_engine_topic_get(m->engine, o[j].topic);
+			struct tfs_plog *pl = t ? tfs_topic_partition(t, o[j].partition) : NULL;
+			struct tfs_topic_config cfg;
+			struct group_row *r;
+
+			if (pl && (rc = grow((void **)&rows, n, &cap, sizeof(*rows))) == 0) {
+				r = &rows[n];
+				memset(r, 0, sizeof(*r));
+				tfs_topic_get_config(t, &cfg);
+				r->group = names[i];
+				r->partition = o[j].partition;
+				r->committed = o[j].offset;
+				r->window_ms = cfg.delete_retention_ms;
+				if (!(r->topic = strdup(o[j].topic)))
+					rc = -ENOMEM;
+				else if (tfs_plog_lag(pl, r->committed, &r->lag) == 0) {
+					r->lag_ms = tfs_lag_ms(&r->lag, now);
+					n++;
+				} else
+					free(r->topic);
+			}
+			tfs_topic_unref(t);
+		}
+		tfs_group_offsets_free(o, no);
+	}
+	if (rc < 0) {
+		group_rows_free(rows, n);
+		free(names);
+		return rc;
+	}
+	*names_out = names;
+	*out = rows;
+	*count = n;
+	return 0;
+}
+
+static bool past_half_window(const struct group_row *r)
+{
+	return (double)r->lag_ms > (double)r->window_ms * TFS_GROUP_LAG_WINDOW_FRACTION;
+}
+
+/* A label value in Prometheus's text format: backslash, quote and newline escaped
+ * (a group id is any string). */
+static void put_label(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f);
+		if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+static void write_group_metrics(FILE *f, const struct group_row *rows, size_t n)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+		{ "topicfs_group_committed_offset", "The group's committed offset (the next it reads)." },
+		{ "topicfs_group_log_end_offset", "The partition's log end offset." },
+		{ "topicfs_group_lag_offsets", "Log end offset minus committed offset: an upper bound." },
+		{ "topicfs_group_lag_records", "Records still on disk that the group has not read." },
+		{ "topicfs_group_lag_ms", "Now minus the timestamp of the first record not read; 0 when caught up." },
+		{ "topicfs_group_tombstone_window_ms", "The topic's delete.retention.ms." },
+		{ "topicfs_group_lag_past_half_window",
+		  "1 when lag_ms is past half of delete.retention.ms: deletions are no longer proven for it." },
+	};
+
+	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
+		family(f, fam[k].name, fam[k].help);
+		for (size_t i = 0; i < n; i++) {
+			const struct group_row *r = &rows[i];
+			int64_t v[] = { r->committed, r->lag.log_end_offset, r->lag.lag_offsets,
+			                r->lag.lag_records, r->lag_ms, r->window_ms, past_half_window(r) };
+			fprintf(f, "%s{group=\"", fam[k].name);
+			put_label(f, r->group);
+			fprintf(f, "\",topic=\"%s\",partition=\"%" PRId32 "\"} %" PRId64 "\n", r->topic,
+			        r->partition, v[k]);
+		}
+	}
+}
+
+static void write_group_status(FILE *f, const struct group_row *rows, size_t n)
+{
+	if (n)
+		fprintf(f, "\n%-24s %-24s %5s %12s %12s %12s %14s\n", "group", "topic", "part",
+		        "committed", "lag_offsets", "lag_records", "lag_ms");
+	for (size_t i = 0; i < n; i++) {
+		const struct group_row *r = &rows[i];
+		fprintf(f, "%-24s %-24s %5" PRId32 " %12" PRId64 " %12" PRId64 " %12" PRId64 " %14" PRId64
+		        "%s\n", r->group, r->topic, r->partition, r->committed, r->lag.lag_offsets,
+		        r->lag.lag_records, r->lag_ms,
+		        past_half_window(r) ? "  PAST HALF OF delete.retention.ms: deletions not proven" : "");
+	}
+}
+
 void tfs_consumers_write_metrics(FILE *f, struct tfs_mount *m)
+{
+	struct group_row *grows = NULL;
+	char **gnames = NULL;
+	size_t gn = 0;
+
+	if (collect_groups(m, &gnames, &grows, &gn) == 0)
+		write_group_metrics(f, grows, gn);
+	group_rows_free(grows, gn);
+	free(gnames);
+	write_partition_metrics(f, m);
+}
+
+void tfs_consumers_write_status(FILE *f, struct tfs_mount *m)
+{
+	struct group_row *grows = NULL;
+	char **gnames = NULL;
+	size_t gn = 0;
+
+	write_partition_status(f, m);
+	if (collect_groups(m, &gnames, &grows, &gn) == 0)
+		write_group_status(f, grows, gn);
+	group_rows_free(grows, gn);
+	free(gnames);
+}
+
+static void write_partition_metrics(FILE *f, struct tfs_mount *m)
 {
 	struct health_row *rows = NULL;
 	char **names = NULL;
@@ -395,7 +559,7 @@ void tfs_consumers_write_metrics(FILE *f, struct tfs_mount *m)
 	free(names);
 }
 
-void tfs_consumers_write_status(FILE *f, struct tfs_mount *m)
+static void write_partition_status(FILE *f, struct tfs_mount *m)
 {
 	struct health_row *rows = NULL;
 	char **names = NULL;

@@ -255,6 +255,126 @@ c_groups_access() {
 	assert_errno_as "$T_USER" EACCES read "$MNT/.groups/g/t.0"
 }
 
+# t_until CMD...: runs CMD until it succeeds (a condition another process brings
+# about); fails after 30 s, which only a broken mount reaches.
+t_until() {
+	local i
+	for i in $(seq 300); do "$@" && return 0; sleep 0.1; done
+	fail "never true: $*"
+}
+lag_over() { [ "$(t_x "$1" lag_ms)" -gt "$2" ]; }
+
+c_erase_verdict() {
+	need node
+	t_mount
+	mkdir "$MNT/e"
+	setfattr -n user.topicfs.delete.retention.ms -v 4 "$MNT/e"   # safe limit 2 ms
+	for i in 1 2 3; do echo "v$i" > "$MNT/e/0/user-1"; echo "o$i" > "$MNT/e/0/other"; done
+	mkdir "$MNT/.groups/caught-up" "$MNT/.groups/stopped" "$MNT/.groups/elsewhere"
+	echo 6 > "$MNT/.groups/caught-up/e.0"
+	echo 1 > "$MNT/.groups/stopped/e.0"
+	mkdir "$MNT/x"
+	echo 0 > "$MNT/.groups/elsewhere/x.0"          # another partition: not judged
+	t_until lag_over "$MNT/.groups/stopped/e.0" 2
+	# the same lags in topicctl groups, the metrics and topicctl status
+	"$CTL" groups --json "$MNT" > rows
+	"$T_PY" - rows <<'EOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["group"], r["topic"], r["partition"]) for r in rows] == \
+    [("caught-up", "e", 0), ("elsewhere", "x", 0), ("stopped", "e", 0)], rows
+fields = ["group", "topic", "partition", "committed_offset", "log_end_offset", "lag_offsets",
+          "lag_records", "lag_ms"]
+for r in rows:
+    assert sorted(r) == sorted(fields), r
+c, _, s = rows
+assert (c["committed_offset"], c["log_end_offset"], c["lag_offsets"], c["lag_records"], c["lag_ms"]) == (6, 6, 0, 0, 0), c
+assert (s["committed_offset"], s["lag_offsets"], s["lag_records"]) == (1, 5, 5) and s["lag_ms"] > 2, s
+EOF
+	assert_eq 1 "$(metric topicfs_group_lag_past_half_window '{group="stopped",topic="e",partition="0"}')"
+	assert_eq 0 "$(metric topicfs_group_lag_past_half_window '{group="caught-up",topic="e",partition="0"}')"
+	assert_eq 5 "$(metric topicfs_group_lag_records '{group="stopped",topic="e",partition="0"}')"
+	"$CTL" status "$MNT" > st || true
+	grep -q '^consumers: group stopped on e/0 lags [0-9]* ms, past half of delete.retention.ms 4' st
+	if grep -q 'group caught-up' st; then fail "caught-up flagged: $(cat st)"; fi
+	"$CTL" erase --json "$MNT/e" user-1 > out || true
+	"$T_PY" - out "$T_LIB_DIR/seed_deletion_check.mjs" <<'EOF'
+import json, subprocess, sys
+got = json.load(open(sys.argv[1]))
+assert got["tombstone_written"] is True, got
+assert set(got["group_lag_ms"]) == {"caught-up", "stopped"}, got
+assert got["group_lag_ms"]["caught-up"] == 0, got
+q = {"groups": got["group_lag_ms"], "window_ms": 4, "margin": 0.5}
+seed = json.loads(subprocess.run(["node", sys.argv[2]], input=json.dumps(q), text=True,
+                                 capture_output=True, check=True).stdout)
+assert got["deletion_proven"] == seed["seguro"] is False, (got, seed)
+assert got["safe_limit_ms"] == seed["limiteSeguroMs"] == 2, (got, seed)
+assert got["groups_to_rebuild"] == seed["gruposQuePrecisamReconstruir"] == ["stopped"], (got, seed)
+assert got["action"], got
+EOF
+	assert_absent "$MNT/e/0/user-1"
+	# both caught up: proven, by the seed's function too
+	echo w > "$MNT/e/0/user-2"
+	echo 9 > "$MNT/.groups/stopped/e.0"; echo 9 > "$MNT/.groups/caught-up/e.0"
+	"$CTL" erase --json --margin 1 "$MNT/e" user-2 > out2
+	"$T_PY" - out2 "$T_LIB_DIR/seed_deletion_check.mjs" <<'EOF'
+import json, subprocess, sys
+o = json.load(open(sys.argv[1]))
+q = {"groups": o["group_lag_ms"], "window_ms": 4, "margin": 1}
+seed = json.loads(subprocess.run(["node", sys.argv[2]], input=json.dumps(q), text=True,
+                                 capture_output=True, check=True).stdout)
+assert o["deletion_proven"] == seed["seguro"] is True, (o, seed)
+assert o["groups_to_rebuild"] == seed["gruposQuePrecisamReconstruir"] == [], (o, seed)
+assert o["action"] is None and o["safe_limit_ms"] == 4, o
+EOF
+	assert_fails "$CTL" erase "$MNT/e" user-2          # no live value
+	assert_fails "$CTL" erase --margin 0 "$MNT/e" other
+	assert_fails "$CTL" erase --margin 1.5 "$MNT/e" other
+	assert_cat "$MNT/e/0/other" $'o3\n'
+}
+
+c_erase_wait() {
+	t_mount
+	mkdir "$MNT/w"
+	local p=$MNT/w/0
+	echo a > "$p/k"; echo z > "$p/keep"
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	echo b > "$p/k"
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	echo c > "$p/k"
+	# the key's values: one in the clean region, one dirty, one in the active segment
+	assert_eq "clean dirty uncleanable" "$(for o in $(ls "$p/.history/.keys/k"); do t_x "$p/.history/$o" region; echo; done | tr '\n' ' ' | sed 's/ $//')"
+	mkdir "$MNT/.groups/c"
+	echo 4 > "$MNT/.groups/c/w.0"
+	"$CTL" erase --wait --json --interval 50 "$MNT/w" k > out 2> err &
+	local pid=$!
+	t_on_exit "kill $pid"
+	t_wait_line err "group c: committed offset 4 is not past the tombstone at 4"
+	echo 5 > "$MNT/.groups/c/w.0"
+	wait "$pid"
+	"$T_PY" - out <<'EOF'
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["deletion_proven"] and o["tombstone_offset"] == 4, o
+proof = o["proof"]
+assert proof["key_versions_on_disk"] == [4], proof
+assert proof["group_committed_offsets"] == {"c": 5}, proof
+why = " | ".join(proof["delayed_by"])
+for w in ("clean segments", "dirty segments", "active segment", "group c"):
+    assert w in why, (w, why)
+EOF
+	assert_eq "00000000000000000004" "$(ls "$p/.history/.keys/k")"
+	assert_cat "$p/keep" $'z\n'
+	# min.compaction.lag.ms holds a value back: named, and no proof within the timeout
+	setfattr -n user.topicfs.min.compaction.lag.ms -v 3600000 "$MNT/w"
+	echo d > "$p/k"
+	echo 100 > "$MNT/.groups/c/w.0"
+	if "$CTL" erase --wait --timeout 1 --interval 50 "$MNT/w" k > out2; then fail "proven: $(cat out2)"; fi
+	grep -q 'min.compaction.lag.ms' out2
+	grep -q '^deletion_proven: false' out2
+}
+
 t_test follow_bootstrap c_follow_bootstrap
 t_test follow_follows c_follow_follows
 t_test follow_errors c_follow_errors
@@ -262,4 +382,6 @@ t_test health_metrics c_health_metrics
 t_test groups_files c_groups_files
 t_test groups_follow c_groups_follow
 t_test groups_access c_groups_access
+t_test erase_verdict c_erase_verdict
+t_test erase_wait c_erase_wait
 t_done
