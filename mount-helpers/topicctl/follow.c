@@ -1,6 +1,6 @@
 /* follow.c - follow: bootstrap a topic's state from its history views, say when
- * it is reached, then keep following (through a mount; seed-style
- * "bootstrap, then follow" for shell consumers).
+ * it is reached, then keep following (through a mount; the
+ * "bootstrap, then follow" pattern for shell consumers).
  *
  * Each partition is read through T/P/.history/, whose listing is by offset and
  * whose cookies stay valid while the cleaner removes records: the descriptor of a

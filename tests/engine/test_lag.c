@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include "engine/lag.h"
 #include "tests/engine/cleaner_fixture.h"
 
@@ -223,12 +225,70 @@ static void test_empty_and_past_end(void **state)
 	assert_int_equal(lag.lag_offsets, 0);
 }
 
+/* Questions from several threads while a writer appends and rolls: every answer
+ * counts at most what was appended, never less than what was appended before the
+ * question began, and the tallies end equal to a fresh count. */
+#define LAG_THREADS 3
+#define LAG_APPENDS 400
+
+struct lag_reader {
+	struct tfs_plog *pl;
+	atomic_int *appended;
+	atomic_bool *done;
+	int questions;
+};
+
+static void *lag_reader_run(void *arg)
+{
+	struct lag_reader *r = arg;
+
+	while (!atomic_load(r->done)) {
+		int before = atomic_load(r->appended);
+		struct tfs_lag lag;
+		assert_int_equal(tfs_plog_lag(r->pl, 0, &lag), 0);
+		assert_true(lag.lag_records >= before && lag.lag_records <= LAG_APPENDS);
+		r->questions++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_questions(void **state)
+{
+	struct fx *f = *state;
+	struct lag_reader readers[LAG_THREADS];
+	pthread_t th[LAG_THREADS];
+	atomic_int appended = 0;
+	atomic_bool done = false;
+	struct tfs_lag lag;
+
+	fx_open(f);
+	for (int i = 0; i < LAG_THREADS; i++) {
+		readers[i] = (struct lag_reader){ f->pl, &appended, &done, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, lag_reader_run, &readers[i]), 0);
+	}
+	for (int i = 0; i < LAG_APPENDS; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%d", i);
+		fx_put(f, k, "v");
+		atomic_fetch_add(&appended, 1);
+		if (i % 100 == 99)
+			fx_roll(f);
+	}
+	atomic_store(&done, true);
+	for (int i = 0; i < LAG_THREADS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(tfs_plog_lag(f->pl, 0, &lag), 0);
+	assert_int_equal(lag.lag_records, LAG_APPENDS);
+	check_all_positions(f->pl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_compacted_with_gaps, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_transactions, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_past_end, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_questions, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

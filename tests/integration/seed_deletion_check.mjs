@@ -1,5 +1,5 @@
-// seed_deletion_check.mjs - the deletion-safety check of the design's seed text
-// (its avaliarSegurancaDaExclusao, kept as the seed writes it) run on the lags that
+// seed_deletion_check.mjs - the deletion-safety check of the text the design started from
+// (its avaliarSegurancaDaExclusao, kept as that text writes it) run on the lags that
 // `topicctl erase --json` measured, so that test_groups_fs.sh can judge erase's
 // verdict against it. Reads {"groups": {NAME: LAG_MS}, "window_ms": N, "margin": F}
 // on stdin; prints {"seguro", "limiteSeguroMs", "gruposQuePrecisamReconstruir"}.
