@@ -25,12 +25,11 @@
 
 #define LAG_READ_CHUNK (1u << 20)       /* tallies read segments sequentially */
 #define CONTROL_KEY_BYTES 4             /* version int16, type int16 */
-#define CONTROL_COMMIT 1
 #define MARKER_NONE (-1)
 
 struct tally_pid {
 	int64_t pid;
-	int first_marker;               /* TFS_CONTROL_ABORT / CONTROL_COMMIT / MARKER_NONE */
+	int first_marker;               /* TFS_CONTROL_ABORT / TFS_CONTROL_COMMIT / MARKER_NONE */
 	int64_t pending;                /* transactional records since its last marker */
 };
 
@@ -73,19 +72,6 @@ static struct tally_pid *tally_pid(struct tfs__tally *t, int64_t pid)
 	}
 	t->pids[t->n] = (struct tally_pid){ pid, MARKER_NONE, 0 };
 	return &t->pids[t->n++];
-}
-
-/* The marker type of a control batch, or -1 when it is not a transaction marker. */
-static int control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t len)
-{
-	struct tfs_record r;
-
-	if (tfs_record_iter_reset(it, batch, len, NULL) < 0 ||
-	    tfs_record_iter_next(it, &r, NULL) != 1 || r.key_null || r.key.len < CONTROL_KEY_BYTES)
-		return -1;
-	if ((int16_t)(r.key.p[0] << 8 | r.key.p[1]) < 0)
-		return -1;
-	return (int16_t)(r.key.p[2] << 8 | r.key.p[3]);
 }
 
 /* Records of a data batch at or after from, and how many of them have no key. */
@@ -138,13 +124,13 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 				return -ENOMEM;
 		}
 		if (h.attributes & TFS_ATTR_CONTROL) {
-			int type = h.records_count > 0 ? control_type(&io->it, batch, tfs_batch_size(&h)) : -1;
+			int type = h.records_count > 0 ? tfs__control_type(&io->it, batch, tfs_batch_size(&h)) : -1;
 			if (h.base_offset >= from)
 				t->control += h.records_count;
-			if (type == TFS_CONTROL_ABORT || type == CONTROL_COMMIT) {
+			if (type == TFS_CONTROL_ABORT || type == TFS_CONTROL_COMMIT) {
 				if (p->first_marker == MARKER_NONE)
 					p->first_marker = type;
-				if (type == CONTROL_COMMIT)
+				if (type == TFS_CONTROL_COMMIT)
 					t->counted += p->pending;
 				p->pending = 0;
 			}
@@ -179,7 +165,7 @@ static int carry_apply(struct carry *c, const struct tfs__tally *t)
 		if (!p)
 			return -ENOMEM;
 		if (s->first_marker != MARKER_NONE) {
-			if (s->first_marker == CONTROL_COMMIT)
+			if (s->first_marker == TFS_CONTROL_COMMIT)
 				c->counted += p->pending;
 			p->pending = 0;
 		}
@@ -335,8 +321,8 @@ static int first_from(struct tfs_plog *pl, tfs_offset_t from, struct tfs_lag *ou
 			if (!r.key_null && r.key.len >= CONTROL_KEY_BYTES &&
 			    (int16_t)(r.key.p[0] << 8 | r.key.p[1]) >= 0) {
 				int type = (int16_t)(r.key.p[2] << 8 | r.key.p[3]);
-				if (type == TFS_CONTROL_ABORT || type == CONTROL_COMMIT)
-					walk_settle(&w, bh.producer_id, type == CONTROL_COMMIT);
+				if (type == TFS_CONTROL_ABORT || type == TFS_CONTROL_COMMIT)
+					walk_settle(&w, bh.producer_id, type == TFS_CONTROL_COMMIT);
 			}
 		} else if (!(bh.attributes & TFS_ATTR_TRANSACTIONAL)) {
 			walk_candidate(&w, r.offset, r.timestamp);

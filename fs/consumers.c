@@ -384,9 +384,6 @@ static void write_health_status(FILE *f, struct tfs_mount *m, const struct healt
 	}
 }
 
-static void write_partition_metrics(FILE *f, struct tfs_mount *m);
-static void write_partition_status(FILE *f, struct tfs_mount *m);
-
 /* ---- each group's lag against the tombstone window ---------------------------- */
 
 struct group_row {
@@ -521,52 +518,36 @@ static void write_group_status(FILE *f, const struct group_row *rows, size_t n)
 	}
 }
 
-void tfs_consumers_write_metrics(FILE *f, struct tfs_mount *m)
+/* Both views collect the same rows: the partitions' health, then the groups'. */
+static void write_consumers(FILE *f, struct tfs_mount *m, bool status)
 {
+	struct health_row *rows = NULL;
 	struct group_row *grows = NULL;
-	char **gnames = NULL;
-	size_t gn = 0;
+	char **names = NULL, **gnames = NULL;
+	size_t n = 0, gn = 0;
+	bool have = collect_health(m, &names, &rows, &n) == 0;
+	bool ghave = collect_groups(m, &gnames, &grows, &gn) == 0;
 
-	if (collect_groups(m, &gnames, &grows, &gn) == 0)
+	if (status && have)
+		write_health_status(f, m, rows, n);
+	if (status && ghave)
+		write_group_status(f, grows, gn);
+	if (!status && ghave)
 		write_group_metrics(f, grows, gn);
+	if (!status && have)
+		write_health_metrics(f, m, rows, n);
+	free(rows);
+	free(names);
 	group_rows_free(grows, gn);
 	free(gnames);
-	write_partition_metrics(f, m);
+}
+
+void tfs_consumers_write_metrics(FILE *f, struct tfs_mount *m)
+{
+	write_consumers(f, m, false);
 }
 
 void tfs_consumers_write_status(FILE *f, struct tfs_mount *m)
 {
-	struct group_row *grows = NULL;
-	char **gnames = NULL;
-	size_t gn = 0;
-
-	write_partition_status(f, m);
-	if (collect_groups(m, &gnames, &grows, &gn) == 0)
-		write_group_status(f, grows, gn);
-	group_rows_free(grows, gn);
-	free(gnames);
-}
-
-static void write_partition_metrics(FILE *f, struct tfs_mount *m)
-{
-	struct health_row *rows = NULL;
-	char **names = NULL;
-	size_t n = 0;
-
-	if (collect_health(m, &names, &rows, &n) == 0)
-		write_health_metrics(f, m, rows, n);
-	free(rows);
-	free(names);
-}
-
-static void write_partition_status(FILE *f, struct tfs_mount *m)
-{
-	struct health_row *rows = NULL;
-	char **names = NULL;
-	size_t n = 0;
-
-	if (collect_health(m, &names, &rows, &n) == 0)
-		write_health_status(f, m, rows, n);
-	free(rows);
-	free(names);
+	write_consumers(f, m, true);
 }

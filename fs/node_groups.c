@@ -867,8 +867,7 @@ static int gfile_commit(struct tfs_mount *m, struct gfile_fh *h)
 	return rc;
 }
 
-static void gfile_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
-                        struct fuse_file_info *fi)
+static int gfile_commit_locking(struct tfs_mount *m, struct tfs_fh *fh)
 {
 	struct gfile_fh *h = (struct gfile_fh *)fh;
 	int rc;
@@ -876,7 +875,13 @@ static void gfile_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 	pthread_mutex_lock(&h->lock);
 	rc = gfile_commit(m, h);
 	pthread_mutex_unlock(&h->lock);
-	tfs_reply_err(req, rc, "group offset");
+	return rc;
+}
+
+static void gfile_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
+                        struct fuse_file_info *fi)
+{
+	tfs_reply_err(req, gfile_commit_locking(m, fh), "group offset");
 }
 
 static void gfile_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, int datasync,
@@ -888,12 +893,8 @@ static void gfile_fsync(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, 
 static void gfile_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
                           struct fuse_file_info *fi)
 {
-	struct gfile_fh *h = (struct gfile_fh *)fh;
-	int rc;
+	int rc = gfile_commit_locking(m, fh);
 
-	pthread_mutex_lock(&h->lock);
-	rc = gfile_commit(m, h);
-	pthread_mutex_unlock(&h->lock);
 	if (rc < 0)
 		tfs_log_error("fs", "group offset written but not committed at release: %s",
 		              tfs_strerror(rc));

@@ -126,19 +126,6 @@ static void put_key_name(FILE *f, const uint8_t *k, size_t len)
 	}
 }
 
-static char *key_name(const uint8_t *k, size_t len)
-{
-	char *s = NULL;
-	size_t sl = 0;
-	FILE *f = open_memstream(&s, &sl);
-
-	if (!f)
-		return NULL;
-	put_key_name(f, k, len);
-	fclose(f);
-	return s;
-}
-
 static void put_value(FILE *f, const uint8_t *v, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
@@ -158,7 +145,8 @@ static void put_value(FILE *f, const uint8_t *v, size_t len)
 	}
 }
 
-static char *value_text(const uint8_t *v, size_t len)
+/* What put(f, p, len) prints, as a malloc'd string (NULL without memory). */
+static char *printed(void (*put)(FILE *, const uint8_t *, size_t), const uint8_t *p, size_t len)
 {
 	char *s = NULL;
 	size_t sl = 0;
@@ -166,7 +154,7 @@ static char *value_text(const uint8_t *v, size_t len)
 
 	if (!f)
 		return NULL;
-	put_value(f, v, len);
+	put(f, p, len);
 	fclose(f);
 	return s;
 }
@@ -228,8 +216,8 @@ static int print_entry(struct follow *fw, struct fpart *p, int64_t offset, const
 	}
 	if (fw->json) {
 		struct json_object *o = json_object_new_object();
-		char *k = klen >= 0 ? key_name(key, (size_t)klen) : NULL;
-		char *v = tomb ? NULL : value_text((const uint8_t *)fw->value, vlen);
+		char *k = klen >= 0 ? printed(put_key_name, key, (size_t)klen) : NULL;
+		char *v = tomb ? NULL : printed(put_value, (const uint8_t *)fw->value, vlen);
 		json_object_object_add(o, "op", json_object_new_string(
 		        klen < 0 ? "append" : tomb ? "delete" : "put"));
 		json_object_object_add(o, "partition", json_object_new_int(p->partition));
