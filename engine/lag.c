@@ -24,6 +24,8 @@
 #include "engine/plog_internal.h"
 
 #define LAG_READ_CHUNK (1u << 20)       /* tallies read segments sequentially */
+#define LAG_CHECKPOINT_BYTES 65536      /* at most this much is read to answer from
+                                         * inside a segment without transactions */
 #define CONTROL_KEY_BYTES 4             /* version int16, type int16 */
 #define MARKER_NONE (-1)
 
@@ -33,6 +35,15 @@ struct tally_pid {
 	int64_t pending;                /* transactional records since its last marker */
 };
 
+/* A batch boundary of a segment and what the batches before it count: a
+ * question from inside the segment starts at the nearest one instead of the
+ * segment's start (only while the segment has no transaction or marker). */
+struct checkpoint {
+	tfs_pos_t pos;                  /* a batch's position */
+	tfs_offset_t base;              /* its base offset */
+	int64_t before;                 /* counted in [0, pos) */
+};
+
 struct tfs__tally {
 	tfs_pos_t pos;                  /* whole batches in [0, pos) are counted */
 	int64_t counted;                /* settled within the segment */
@@ -40,6 +51,8 @@ struct tfs__tally {
 	int64_t control;                /* control records */
 	struct tally_pid *pids;
 	size_t n, cap;
+	struct checkpoint *cks;         /* whole-segment tallies: every LAG_CHECKPOINT_BYTES */
+	size_t ncks, cks_cap;
 };
 
 /* What one read needs, reused across the segments of one question. */
@@ -54,7 +67,24 @@ void tfs__tally_free(struct tfs__tally *t)
 	if (!t)
 		return;
 	free(t->pids);
+	free(t->cks);
 	free(t);
+}
+
+static int note_checkpoint(struct tfs__tally *t, tfs_pos_t at, tfs_offset_t base)
+{
+	if (t->ncks && at - t->cks[t->ncks - 1].pos < LAG_CHECKPOINT_BYTES)
+		return 0;
+	if (t->ncks == t->cks_cap) {
+		size_t cap = t->cks_cap ? t->cks_cap * 2 : 16;
+		struct checkpoint *c = realloc(t->cks, cap * sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		t->cks = c;
+		t->cks_cap = cap;
+	}
+	t->cks[t->ncks++] = (struct checkpoint){ at, base, t->counted };
+	return 0;
 }
 
 static struct tally_pid *tally_pid(struct tfs__tally *t, int64_t pid)
@@ -74,10 +104,12 @@ static struct tally_pid *tally_pid(struct tfs__tally *t, int64_t pid)
 	return &t->pids[t->n++];
 }
 
-/* Records of a data batch at or after from, and how many of them have no key. */
+/* Records of a data batch at or after from, and (keyless_wanted) how many of them
+ * have no key: only then, or for a batch that straddles from, are its records
+ * decoded. */
 static int records_from(struct tfs_record_iter *it, const struct tfs_batch_header *h,
-                        const uint8_t *batch, tfs_offset_t from, int64_t *out,
-                        int64_t *keyless)
+                        const uint8_t *batch, tfs_offset_t from, bool keyless_wanted,
+                        int64_t *out, int64_t *keyless)
 {
 	struct tfs_record r;
 	const char *why = NULL;
@@ -87,6 +119,10 @@ static int records_from(struct tfs_record_iter *it, const struct tfs_batch_heade
 	*out = *keyless = 0;
 	if (tfs_batch_last_offset(h) < from || h->records_count == 0)
 		return 0;
+	if (!keyless_wanted && h->base_offset >= from) {
+		*out = h->records_count;        /* the header says; no record to decode */
+		return 0;
+	}
 	rc = tfs_record_iter_reset(it, batch, tfs_batch_size(h), &why);
 	while (rc == 0 && (rc = tfs_record_iter_next(it, &r, &why)) == 1) {
 		if (r.offset >= from) {
@@ -105,7 +141,7 @@ static int records_from(struct tfs_record_iter *it, const struct tfs_batch_heade
 /* Runs the machine over seg's whole batches from t->pos to its committed size,
  * counting only records at or after from. */
 static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offset_t from,
-                        struct lag_io *io)
+                        bool keyless_wanted, struct lag_io *io)
 {
 	struct tfs__seg_reader r;
 	struct tfs_batch_header h;
@@ -117,6 +153,9 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 	while ((rc = tfs__seg_reader_next(&r, &h, &batch, &at)) == 1) {
 		struct tally_pid *p = NULL;
 		int64_t n = 0, nk = 0;
+
+		if (keyless_wanted && (rc = note_checkpoint(t, at, h.base_offset)) < 0)
+			return rc;
 
 		if (h.attributes & (TFS_ATTR_TRANSACTIONAL | TFS_ATTR_CONTROL)) {
 			p = tally_pid(t, h.producer_id);
@@ -135,7 +174,7 @@ static int tally_extend(struct tfs__tally *t, struct tfs_segment *seg, tfs_offse
 				p->pending = 0;
 			}
 		} else {
-			rc = records_from(&io->it, &h, batch, from, &n, &nk);
+			rc = records_from(&io->it, &h, batch, from, keyless_wanted, &n, &nk);
 			if (rc < 0)
 				return rc;
 			t->keyless += nk;
@@ -195,24 +234,80 @@ static int apply_segment(struct carry *c, struct tfs_segment *seg, struct lag_io
 		pthread_mutex_unlock(&seg->tally_lock);
 		return -ENOMEM;
 	}
-	rc = tally_extend(seg->tally, seg, seg->base_offset, io);
+	rc = tally_extend(seg->tally, seg, seg->base_offset, true, io);
 	if (rc == 0)
 		rc = carry_apply(c, seg->tally);
 	pthread_mutex_unlock(&seg->tally_lock);
 	return rc;
 }
 
-/* The part of the segment holding from, counted from from on. */
+/* Counted in seg's batches before from, from the last checkpoint at or below it:
+ * t is seg's whole tally (under its lock), with no transaction in it. */
+static int counted_before(const struct tfs__tally *t, struct tfs_segment *seg,
+                          tfs_offset_t from, struct lag_io *io, int64_t *out)
+{
+	size_t lo = 0, hi = t->ncks;
+	struct tfs__seg_reader r;
+	struct tfs_batch_header h;
+	const uint8_t *batch;
+	tfs_pos_t at;
+	int64_t before;
+	int rc;
+
+	while (hi - lo > 1) {                   /* the last checkpoint with base <= from */
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->cks[mid].base <= from)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	before = t->cks[lo].before;
+	tfs__seg_reader_init(&r, seg, t->cks[lo].pos, &io->buf, &io->cap, LAG_CHECKPOINT_BYTES, NULL,
+	                     NULL);
+	while ((rc = tfs__seg_reader_next(&r, &h, &batch, &at)) == 1 && at < t->pos &&
+	       h.base_offset < from) {
+		int64_t n, nk;
+		rc = records_from(&io->it, &h, batch, from, false, &n, &nk);
+		if (rc < 0)
+			return rc;
+		before += h.records_count - n;
+	}
+	if (rc < 0)
+		return rc;
+	*out = before;
+	return 0;
+}
+
+/* The part of the segment holding from, counted from from on: through its whole
+ * tally's checkpoints when it has no transaction, else by a scan from the index
+ * entry at or below from. */
 static int apply_partial(struct carry *c, struct tfs_plog *pl, struct tfs_segment *seg,
                          tfs_offset_t from, struct lag_io *io)
 {
 	struct tfs__tally t = { 0 };
+	int64_t before;
 	int rc;
 
+	pthread_mutex_lock(&seg->tally_lock);
+	if (!seg->tally && !(seg->tally = calloc(1, sizeof(*seg->tally)))) {
+		pthread_mutex_unlock(&seg->tally_lock);
+		return -ENOMEM;
+	}
+	rc = tally_extend(seg->tally, seg, seg->base_offset, true, io);
+	if (rc == 0 && seg->tally->n == 0 && seg->tally->ncks > 0) {
+		rc = counted_before(seg->tally, seg, from, io, &before);
+		if (rc == 0)
+			c->counted += seg->tally->counted - before;
+		pthread_mutex_unlock(&seg->tally_lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&seg->tally_lock);
+	if (rc < 0)
+		return rc;
 	pthread_rwlock_rdlock(&pl->lock);   /* the active segment's index may grow */
 	t.pos = tfs_segment_lookup(seg, from);
 	pthread_rwlock_unlock(&pl->lock);
-	rc = tally_extend(&t, seg, from, io);
+	rc = tally_extend(&t, seg, from, false, io);   /* keyless: whole segments only */
 	if (rc == 0)
 		rc = carry_apply(c, &t);
 	free(t.pids);

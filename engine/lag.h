@@ -20,8 +20,10 @@
  * per producer id the transaction records still waiting for a marker), built on the
  * first question by one sequential read and extended from where it stopped as the
  * active segment grows, so a question reads at most the part of the active
- * segment written since the last one, plus the segment that holds position from
- * its index entry on. A segment is never rewritten (the cleaner replaces it by a new
+ * segment written since the last one, plus, in the segment that holds position,
+ * the batches from the tally's nearest checkpoint (one every 64 KiB) to position
+ * (from its index entry to its end when it holds transactions). bench/bench_lag.c
+ * measures it on a million records. A segment is never rewritten (the cleaner replaces it by a new
  * segment, which gets its own tally), so a tally never goes stale.
  *
  * Invariants: (1) a segment's tally covers exactly its whole batches in

@@ -206,6 +206,38 @@ static void test_transactions(void **state)
 	assert_int_equal(tfs_lag_ms(&lag, t0 + 1003), 0);
 }
 
+/* Segments large enough for several checkpoints (a question from inside one
+ * starts at the nearest), cleaned so that batches lost records, with batches of
+ * several records so that positions fall inside batches. */
+static void test_large_segments(void **state)
+{
+	struct fx *f = *state;
+	char v[101];
+
+	memset(v, 'x', 100);
+	v[100] = '\0';
+	fx_open(f);
+	for (int seg = 0; seg < 3; seg++) {
+		for (int i = 0; i < 700; i += 4) {
+			struct tfs_append_rec r[4];
+			memset(r, 0, sizeof(r));
+			char k[4][16];
+			for (int j = 0; j < 4; j++) {
+				snprintf(k[j], sizeof(k[j]), "k%d", (i + j) % (seg == 1 ? 50 : 900));
+				r[j].key = tfs_slice_make(k[j], strlen(k[j]));
+				r[j].key_null = (i + j) % 97 == 0;
+				r[j].value = tfs_slice_make(v, 100);
+			}
+			assert_int_equal(tfs_plog_append(f->pl, r, 4, false, NULL, NULL), 0);
+		}
+		if (seg == 1)
+			assert_int_equal(fx_clean(f), 0);
+		fx_roll(f);
+	}
+	assert_int_equal(fx_clean(f), 0);
+	assert_true(check_all_positions(f->pl) > 0);
+}
+
 /* An empty log and positions past its end. */
 static void test_empty_and_past_end(void **state)
 {
@@ -289,6 +321,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_transactions, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_past_end, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_questions, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_large_segments, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
