@@ -284,6 +284,8 @@ static int open_partition(struct tfs_topic *t, int32_t p, bool create, struct tf
 	rc = tfs_plog_open(&env, path, create, out);
 	if (rc == 0)
 		tfs_plog_set_append_hook(*out, engine_appended, t->e);
+	if (rc == 0 && tfs_topic_internal(t))
+		tfs_plog_set_internal(*out);
 	return rc;
 }
 

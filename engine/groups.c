@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/groups_codec.h"
+#include "engine/plog_internal.h"
 #include "io/log.h"
 
 #define TOPIC_MODE 0750                   /* the daemon's own; positions are not for all */
@@ -385,7 +386,7 @@ static int append(struct tfs_groups *g, int32_t part, const struct recs *r, cons
 	int rc = partition_log(g, part, &pl);
 
 	if (rc == 0)
-		rc = tfs_plog_append(pl, r->v, r->n, true, NULL, NULL);
+		rc = tfs__plog_append_internal(pl, r->v, r->n, true, NULL, NULL);
 	if (rc < 0)
 		tfs_log_error("groups", "cannot %s of group \"%.64s\" to %s-%" PRId32 ": %s", what,
 		              group, TFS_GROUPS_TOPIC, part, tfs_strerror(rc));

@@ -896,6 +896,11 @@ out:
 	return rc;
 }
 
+void tfs_plog_set_internal(struct tfs_plog *pl)
+{
+	pl->internal = true;
+}
+
 void tfs_plog_set_append_hook(struct tfs_plog *pl, void (*fn)(void *arg, struct tfs_plog *pl),
                               void *arg)
 {
@@ -1118,8 +1123,24 @@ release:
 	return self.result;
 }
 
+/* An internal topic's partitions take records from their owner only. */
+static int refuse_internal(const struct tfs_plog *pl)
+{
+	tfs_log_warn("plog", "refusing a write to %s: an internal topic, written only by its "
+	             "owner", pl->path);
+	return -EPERM;
+}
+
 int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
                     bool durable, tfs_offset_t *first, int64_t *timestamp)
+{
+	if (pl->internal)
+		return refuse_internal(pl);
+	return tfs__plog_append_internal(pl, recs, count, durable, first, timestamp);
+}
+
+int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                              bool durable, tfs_offset_t *first, int64_t *timestamp)
 {
 	size_t bytes = 0;
 
@@ -1190,6 +1211,8 @@ int tfs_plog_append_onto(struct tfs_plog *pl, struct tfs_slice key, struct tfs_s
 
 	if (pl->env.read_only)
 		return TFS_EREADONLY;
+	if (pl->internal)
+		return refuse_internal(pl);
 	rc = tfs__plog_run_exclusive(pl, append_onto_exclusive, &a);
 	if (rc == 0) {
 		if (first)
@@ -1232,6 +1255,8 @@ int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool 
 
 	if (pl->env.read_only)
 		return TFS_EREADONLY;
+	if (pl->internal)
+		return refuse_internal(pl);
 	pthread_mutex_lock(&pl->q_lock);
 	cfg = (struct tfs__produce_cfg){
 		.compression = pl->cfg.compression,

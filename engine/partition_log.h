@@ -84,6 +84,10 @@ void tfs_plog_close(struct tfs_plog *pl);
  * Kafka listener wake on it). Set once, before the partition is shared. */
 void tfs_plog_set_append_hook(struct tfs_plog *pl, void (*fn)(void *arg, struct tfs_plog *pl),
                               void *arg);
+/* Marks the partition an internal topic's (__consumer_offsets): the append
+ * calls below refuse with -EPERM (logged); its owner writes with
+ * tfs__plog_append_internal. Set once, before the partition is shared. */
+void tfs_plog_set_internal(struct tfs_plog *pl);
 /* Applies a changed topic config (segment.bytes, compression, ...). */
 void tfs_plog_set_config(struct tfs_plog *pl, const struct tfs_topic_config *config);
 

@@ -75,6 +75,7 @@ struct tfs_plog {
 	tfs_offset_t stale_below;
 	void (*append_hook)(void *arg, struct tfs_plog *pl);    /* set before sharing */
 	void *append_hook_arg;
+	bool internal;                  /* tfs_plog_set_internal: set before sharing */
 };
 
 /* Opens the partition directory (O_DIRECTORY); the caller closes it. The fd or
@@ -87,6 +88,9 @@ struct tfs_seglist *tfs__seglist_alloc(int count);
 /* Index of the last segment with base <= offset, or -1. */
 int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
 
+/* tfs_plog_append for the owner of an internal topic (engine/groups.c). */
+int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                              bool durable, tfs_offset_t *first, int64_t *timestamp);
 /* Runs fn(pl, arg) as the group-commit leader: in queue order, with no append
  * in flight and none starting until it returns (rolls, the cleaner's swaps).
  * fn may read pl->segs without the lock and must publish changes under

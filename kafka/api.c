@@ -287,7 +287,7 @@ static void metadata_topic(struct tfs_kafka_ctx *ctx, struct kw *w, const char *
 	kw_i16(w, error);
 	kw_cstr(w, name);
 	if (v >= 1)
-		kw_i8(w, 0);                    /* is_internal */
+		kw_i8(w, t && tfs_topic_internal(t));   /* is_internal */
 	kw_array(w, np);
 	for (int32_t p = 0; p < np; p++) {
 		kw_i16(w, E_NONE);
@@ -446,6 +446,10 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 		err = E_UNKNOWN_TOPIC_OR_PARTITION;
 	} else if (!may_topic(ctx, t, MAY_WRITE_DIR)) {
 		err = E_TOPIC_AUTHORIZATION_FAILED;
+	} else if (tfs_topic_internal(t)) {
+		/* Kafka's answer to a client producing to an internal topic */
+		err = E_INVALID_TOPIC;
+		tfs_log_warn("kafka", "produce to %s/%d refused: an internal topic", name, (int)p->index);
 	} else if (p->null || p->records.len == 0) {
 		err = E_INVALID_RECORD;
 	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&

@@ -435,9 +435,23 @@ static void the_internal_topic_is_the_stores_alone(void **state)
 	assert_int_equal(tfs_engine_topic_create(f->e, TFS_GROUPS_TOPIC, 1, 0, 0, 0755), -EPERM);
 	assert_int_equal(commit1(f, "g", -1, "t", 0, 1, -1), 0);
 	assert_int_equal(tfs_engine_topic_delete(f->e, TFS_GROUPS_TOPIC, true), -EPERM);
-	t = tfs_engine_topic_get(f->e, TFS_GROUPS_TOPIC);
-	assert_int_equal(tfs_topic_add_partition(t, NPARTS), -EPERM);
-	tfs_topic_unref(t);
+	for (int round = 0; round < 2; round++) {     /* as created, and as opened again */
+		struct tfs_append_rec rec = { .key = tfs_slice_make("k", 1),
+		                              .value = tfs_slice_make("v", 1) };
+		uint8_t junk[64] = { 0 };
+		struct tfs_plog *pl;
+		t = tfs_engine_topic_get(f->e, TFS_GROUPS_TOPIC);
+		pl = tfs_topic_partition(t, 0);
+		assert_int_equal(tfs_topic_add_partition(t, NPARTS), -EPERM);
+		assert_int_equal(tfs_plog_append(pl, &rec, 1, false, NULL, NULL), -EPERM);
+		assert_int_equal(tfs_plog_append_onto(pl, rec.key, rec.value, false, NULL, NULL), -EPERM);
+		assert_int_equal(tfs_plog_append_batch(pl, junk, sizeof(junk), false, NULL, NULL, NULL,
+		                                       NULL), -EPERM);
+		assert_int_equal(records_in(f, 0), 0);
+		tfs_topic_unref(t);
+		reopen(f);
+	}
+	assert_int_equal(fetched(f, "g", "t", 0), 1);
 	t = tfs_engine_topic_get(f->e, "t");
 	assert_false(tfs_topic_internal(t));
 	tfs_topic_unref(t);
