@@ -422,7 +422,9 @@ static void groups_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node 
 static int groups_dir_stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
                            struct stat *st)
 {
-	tfs_stat_dir(m, n, GROUPS_DIR_MODE, m->root_uid, m->root_gid, 2, st);
+	/* nlink 1: "not counted", so that find and fts never take it for a leaf
+	 * (counting the groups would cost a listing per stat) */
+	tfs_stat_dir(m, n, GROUPS_DIR_MODE, m->root_uid, m->root_gid, 1, st);
 	return 0;
 }
 

@@ -189,6 +189,10 @@ c_groups_files() {
 	echo 0 > "$g/my.topic.0"
 	echo 1 > "$g/t.1"
 	assert_eq "my.topic.0 t.0 t.1" "$(ls "$g" | tr '\n' ' ' | sed 's/ $//')"
+	# find walks it (a backup with cp -r .groups copies the positions)
+	assert_eq "g/my.topic.0 g/t.0 g/t.1" "$(cd "$MNT/.groups" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ $//')"
+	cp -r "$MNT/.groups" saved
+	assert_eq 30 "$(cat saved/g/t.0)"
 	# what was committed survives a remount (the store is rebuilt from the log)
 	t_umount
 	t_mount
