@@ -20,7 +20,7 @@
 static const char *const names[] = {
 	"listeners", "advertised.listeners", "node.id", "auto.create.topics.enable",
 	"socket.request.max.bytes", "num.partitions", "num.network.threads",
-	"kafka_allow_remote", NULL,
+	"kafka_allow_remote", "group.initial.rebalance.delay.ms", NULL,
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
@@ -30,6 +30,7 @@ void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
 	c->auto_create_topics = true;
 	c->request_max_bytes = TFS_KAFKA_REQUEST_MAX_DEFAULT;
 	c->threads = TFS_KAFKA_THREADS_DEFAULT;
+	c->group_initial_rebalance_delay_ms = TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS;
 }
 
 const char *const *tfs_kafka_config_names(void)
@@ -125,6 +126,13 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 		if (!tfs_parse_i64(value, 1, INT32_MAX, &v))
 			return -EINVAL;
 		c->num_partitions = (int32_t)v;
+		return 0;
+	}
+	if (!strcmp(name, "group.initial.rebalance.delay.ms")) {
+		*why = "expected milliseconds >= 0";
+		if (!tfs_parse_i64(value, 0, INT32_MAX, &v))
+			return -EINVAL;
+		c->group_initial_rebalance_delay_ms = v;
 		return 0;
 	}
 	if (!strcmp(name, "num.network.threads")) {

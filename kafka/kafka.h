@@ -34,6 +34,7 @@ struct tfs_kafka;
 
 #define TFS_KAFKA_REQUEST_MAX_DEFAULT (100 * 1024 * 1024)   /* socket.request.max.bytes */
 #define TFS_KAFKA_THREADS_DEFAULT 2
+#define TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS 3000  /* group.initial.rebalance.delay.ms */
 
 /* The listener's settings by Kafka's broker names (tfs_kafka_config_set). */
 struct tfs_kafka_config {
@@ -48,6 +49,8 @@ struct tfs_kafka_config {
 	int threads;                       /* num.network.threads, 1..64 */
 	bool allow_remote;                 /* kafka_allow_remote: bind a non-loopback
 	                                    * address without authentication */
+	int64_t group_initial_rebalance_delay_ms;  /* how long a new group waits for
+	                                    * more members before its first generation */
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c);

@@ -125,6 +125,9 @@ struct tfs_kafka_ctx {
 	int64_t now_ms;                     /* monotonic, of this attempt */
 	int64_t parked_at_ms;               /* first attempt of a parked request */
 	int64_t wake_at_ms;                 /* set with KAFKA_PARK: try again by then */
+	uint64_t conn_id;                   /* the connection's, unique while listening */
+	bool retry;                         /* a parked request handled again */
+	const char *peer_host;              /* "/ADDRESS" as Java prints it, or "" */
 };
 
 enum tfs_kafka_verdict {
@@ -161,7 +164,19 @@ struct tfs_kafka {
 	                                     * with none is skipped) */
 	atomic_uint_fast64_t appends;       /* appends seen by the hook: a loop that
 	                                     * parked while one happened looks again */
+	atomic_uint_fast64_t conns;         /* connection ids handed out */
+	struct tfs_kgroups *groups;         /* the group coordinator (group.h) */
 };
+/* api.c's response helpers, for the handlers in api_*.c: the frame's header
+ * (begin), its size (finish), and the access rules of access.c for a topic. */
+void tfs__kafka_begin(struct kw *w, const struct tfs_kafka_ctx *ctx, bool resp_flex);
+void tfs__kafka_finish(struct kw *w);
+bool tfs__kafka_may_read_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t);
+
+/* ---- api_groups.c: the consumer-group requests ---- */
+enum tfs_kafka_verdict tfs__kafka_groups_handle(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                struct kw *w);
+
 /* Wakes parked long polls of every loop (the engine's append hook). */
 void tfs__kafka_wake(struct tfs_kafka *k);
 

@@ -56,6 +56,7 @@
 #include "engine/engine.h"
 #include "engine/segment.h"
 #include "io/log.h"
+#include "kafka/group.h"
 
 #define OUT_HIGH (1u << 20)             /* (3) responses waiting before a mute */
 #define READ_CHUNK (64u << 10)          /* bytes buffered beyond the frame in hand */
@@ -78,6 +79,8 @@ struct conn {
 	struct conn *pnext;                 /* parked connections of the loop */
 	bool parked;
 	int64_t parked_at, wake_at;
+	uint64_t id;                        /* tfs_kafka_ctx.conn_id */
+	char host[INET6_ADDRSTRLEN + 2];    /* "/ADDRESS" (DescribeGroups' client host) */
 	struct tfs_kafka_peer peer;
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -253,7 +256,8 @@ static int conn_process(struct conn *c)
 	while (!c->parked && c->out_bytes <= OUT_HIGH && c->in_len >= 4) {
 		uint32_t size = ((uint32_t)c->in[0] << 24) | ((uint32_t)c->in[1] << 16) |
 		                ((uint32_t)c->in[2] << 8) | c->in[3];
-		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer };
+		struct tfs_kafka_ctx ctx = { .k = k, .peer = &c->peer, .conn_id = c->id,
+		                             .retry = c->parked_at != 0, .peer_host = c->host };
 		enum tfs_kafka_verdict v;
 		struct kw w;
 
@@ -367,6 +371,25 @@ close:
 	conn_close(c);
 }
 
+/* "/ADDRESS" of the peer of fd, as Java's InetAddress prints it; "" if unknown. */
+static void peer_host(int fd, char *buf, size_t cap)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	const void *addr = NULL;
+
+	buf[0] = '\0';
+	if (getpeername(fd, (struct sockaddr *)&sa, &len) < 0)
+		return;
+	if (sa.ss_family == AF_INET)
+		addr = &((struct sockaddr_in *)&sa)->sin_addr;
+	else if (sa.ss_family == AF_INET6)
+		addr = &((struct sockaddr_in6 *)&sa)->sin6_addr;
+	buf[0] = '/';
+	if (!addr || !inet_ntop(sa.ss_family, addr, buf + 1, (socklen_t)(cap - 1)))
+		buf[0] = '\0';
+}
+
 static void accept_all(struct tfs_kafka_loop *lp)
 {
 	struct tfs_kafka *k = lp->k;
@@ -393,6 +416,8 @@ static void accept_all(struct tfs_kafka_loop *lp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
 		c->lp = lp;
+		c->id = atomic_fetch_add(&k->conns, 1) + 1;
+		peer_host(fd, c->host, sizeof(c->host));
 		tfs_kafka_peer_identify(fd, &c->peer);
 		e.events = EPOLLIN;
 		e.data.ptr = c;
@@ -648,6 +673,12 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 		}
 		lp->started = true;
 	}
+	rc = tfs_kgroups_create(k, tfs_engine_groups(e), k->cfg.group_initial_rebalance_delay_ms,
+	                        &k->groups);
+	if (rc < 0) {
+		tfs_log_error("kafka", "cannot start the group coordinator: %s", tfs_strerror(rc));
+		goto fail;
+	}
 	tfs_engine_set_append_hook(e, kafka_appended, k);
 	tfs_log_info("kafka", "listening on PLAINTEXT://%s:%u (advertised %s:%u), node.id=%d, "
 	             "cluster id %s, %d threads", k->cfg.listener_host, k->port,
@@ -681,6 +712,7 @@ void tfs_kafka_stop(struct tfs_kafka *k)
 	}
 	if (k->listen_fd >= 0)
 		close(k->listen_fd);
+	tfs_kgroups_destroy(k->groups);      /* no loop runs a request now */
 	free(k->loops);
 	free(k);
 }

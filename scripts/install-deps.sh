@@ -9,7 +9,7 @@ if [ "${1:-}" = "--tests" ]; then
 	pkgs="$pkgs libcmocka-dev python3 python3-kafka python3-zstandard python3-snappy
 	      python3-lz4 fio stress-ng dbench vim-tiny sudo procps util-linux coreutils
 	      findutils rsync debhelper lintian man-db clang libclang-rt-14-dev
-	      kcat"
+	      kcat python3-confluent-kafka"
 fi
 if [ "${1:-}" = "--bench" ]; then
 	pkgs="$pkgs librocksdb-dev time zlib1g-dev"

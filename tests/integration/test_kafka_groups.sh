@@ -1,0 +1,96 @@
+#!/bin/bash
+# test_kafka_groups.sh - consumer groups through the Kafka listener (docs/kafka.md,
+# "Consumer groups"): librdkafka and kafka-python groups that grow and shrink,
+# every record consumed once per group, commits read back by OffsetFetch and kept
+# in __consumer_offsets across a remount and a kill -9, and that topic refusing
+# the shell's writes. One mount per case; the Python side is kafka_groups.py.
+. "$(dirname "$0")/lib.sh"
+t_require_daemon
+KG=$T_LIB_DIR/kafka_groups.py
+# the first generation of a new group waits for more members this long (Kafka's
+# default is 3000; nothing here depends on it but the run's length)
+GOPTS=group.initial.rebalance.delay.ms=0
+
+kmount() {
+	local i
+	PORT=
+	t_mount -o "listeners=PLAINTEXT://127.0.0.1:0,partitions=1,$GOPTS${1:+,$1}"
+	for i in $(seq 100); do
+		PORT=$(t_daemon_log | sed -n 's/.*kafka: listening on PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' | tail -n 1)
+		[ -n "$PORT" ] && break
+		sleep 0.1
+	done
+	[ -n "$PORT" ] || fail "the listener did not say its port"
+	BROKER=127.0.0.1:$PORT
+}
+kg() { "$T_PY" "$KG" "$1" "$BROKER" "${@:2}"; }
+
+# kill_daemon: kill -9 of the daemon serving $MNT, then wait for its mount to go.
+kill_daemon() {
+	local st pid i
+	st=$(ls -d "$T_CASE"/.d/*/ | sort -V | tail -n 1)
+	st=${st%/}
+	pid=$(pgrep -P "$(cat "$st/pid")" -x topicfs) || fail "no daemon under $(cat "$st/pid")"
+	kill -KILL "$pid"
+	for i in $(seq 100); do [ -e "$st/rc" ] && break; sleep 0.1; done
+	touch "$st/checked"
+	for i in $(seq 100); do t_mounted "$MNT" || return 0; sleep 0.1; done
+	fusermount3 -uz "$MNT" || umount -l "$MNT"
+}
+
+# (a) librdkafka: one member, then two, then three (each rebalance splits the six
+# partitions evenly), then one leaves; every record once; the commits read back;
+# then the group's records are Kafka's in __consumer_offsets, which the shell may
+# read but not write.
+c_librdkafka_group() {
+	"$T_PY" -c 'import confluent_kafka' 2>/dev/null ||
+		skip "python3-confluent-kafka is not installed (scripts/install-deps.sh --tests)"
+	kmount
+	mkdir "$MNT/orders" && mkdir "$MNT/orders/"{1,2,3,4,5}
+	kg rdk orders g1 | tee "$T_CASE/rdk.out"
+	grep -q '^ok rdk 120$' "$T_CASE/rdk.out" || fail "the librdkafka group did not finish"
+	assert_eq "0:20 1:20 2:20 3:20 4:20 5:20" "$(kg committed g1 orders 6)" "OffsetFetch of g1"
+	# the store: the group's partition of __consumer_offsets holds its records
+	ls "$MNT" | grep -qx __consumer_offsets || fail "__consumer_offsets is not listed"
+	assert_eq 50 "$(ls "$MNT/__consumer_offsets" | wc -l)" "partitions of __consumer_offsets"
+	assert_errno EPERM put "$MNT/__consumer_offsets/0/k" x
+	assert_errno EPERM rmdir "$MNT/__consumer_offsets"
+	assert_errno EPERM mkdir "$MNT/__consumer_offsets/50"
+	t_daemon_log | grep -q 'refusing a write to .*__consumer_offsets' || fail "no log line for the refusal"
+	kg admin g1 | tee "$T_CASE/admin.out"
+	grep -qx 'state Empty members 0' "$T_CASE/admin.out" || fail "g1 is not Empty after its members left"
+	grep -q '^offsets orders/0:20 orders/1:20 ' "$T_CASE/admin.out" || fail "the admin's OffsetFetch"
+}
+
+# (b) kafka-python: one member, two, then one again; every record once.
+c_kafka_python_group() {
+	kmount
+	mkdir "$MNT/events" && mkdir "$MNT/events/"{1,2,3}
+	kg kp events g2 | tee "$T_CASE/kp.out"
+	grep -q '^ok kp 80$' "$T_CASE/kp.out" || fail "the kafka-python group did not finish"
+	assert_eq "0:20 1:20 2:20 3:20" "$(kg committed g2 events 4)" "OffsetFetch of g2"
+}
+
+# (c) Positions survive a remount and a kill -9: a simple commit, then a new member
+# resumes exactly there; what kill -9 cut short was acknowledged before it.
+c_positions_survive() {
+	kmount
+	mkdir "$MNT/t" && mkdir "$MNT/t/1"
+	for i in $(seq 10); do echo "v$i" > "$MNT/t/0/k$i"; echo "w$i" > "$MNT/t/1/k$i"; done
+	kg commit g3 t 0:4 1:7
+	assert_eq "0:4 1:7" "$(kg committed g3 t 2)" "committed before the remount"
+	t_umount
+	kmount
+	assert_eq "0:4 1:7" "$(kg committed g3 t 2)" "committed after the remount"
+	assert_eq "0:4 1:7" "$(kg resume g3 t 2)" "where a member resumes"
+	kg commit g3 t 0:9 1:2
+	kill_daemon
+	kmount
+	assert_eq "0:9 1:2" "$(kg committed g3 t 2)" "committed after kill -9"
+	assert_eq "0:9 1:2" "$(kg resume g3 t 2)" "where a member resumes after kill -9"
+}
+
+t_test librdkafka_group c_librdkafka_group
+t_test kafka_python_group c_kafka_python_group
+t_test positions_survive c_positions_survive
+t_done
