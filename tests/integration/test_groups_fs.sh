@@ -266,6 +266,7 @@ t_until() {
 	for i in $(seq 300); do "$@" && return 0; sleep 0.1; done
 	fail "never true: $*"
 }
+shell_commit() { [ "$(t_sys put "$1" "$2")" = OK ]; }
 lag_over() { [ "$(t_x "$1" lag_ms)" -gt "$2" ]; }
 
 c_erase_verdict() {
@@ -379,6 +380,50 @@ EOF
 	grep -q '^deletion_proven: false' out2
 }
 
+# A position written from the shell is where a kafka-python consumer of the group
+# resumes; its own commit shows in the file; while it is a member the shell's
+# commit is refused (EBUSY), once it left it is taken.
+c_kafka_resume() {
+	"$T_PY" -c 'import kafka' 2>/dev/null || skip "kafka-python is not installed"
+	local port i
+	t_mount -o "listeners=PLAINTEXT://127.0.0.1:0,group.initial.rebalance.delay.ms=0"
+	for i in $(seq 100); do
+		port=$(t_daemon_log | sed -n 's/.*kafka: listening on PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' | tail -n 1)
+		[ -n "$port" ] && break
+		sleep 0.1
+	done
+	[ -n "$port" ] || fail "the listener did not say its port"
+	mkdir "$MNT/t"
+	for i in $(seq 0 9); do echo "v$i" > "$MNT/t/0/k$i"; done
+	mkdir "$MNT/.groups/kp"
+	echo 7 > "$MNT/.groups/kp/t.0"
+	"$T_PY" - "127.0.0.1:$port" "$MNT" <<'EOF'
+import errno, sys
+from kafka import KafkaConsumer
+broker, mnt = sys.argv[1], sys.argv[2]
+c = KafkaConsumer("t", bootstrap_servers=broker, group_id="kp", enable_auto_commit=False,
+                  auto_offset_reset="earliest", consumer_timeout_ms=20000)
+got = []
+for m in c:
+    got.append(m.offset)
+    if m.offset == 9:
+        break
+assert got == [7, 8, 9], got
+c.commit()
+try:
+    with open(mnt + "/.groups/kp/t.0", "w") as f:
+        f.write("3\n")
+    raise SystemExit("the shell's commit was taken while the group had a member")
+except OSError as e:
+    assert e.errno == errno.EBUSY, e
+c.close()
+EOF
+	assert_cat "$MNT/.groups/kp/t.0" $'10\n'
+	assert_eq 0 "$(t_x "$MNT/.groups/kp/t.0" lag_records)"
+	t_until shell_commit "$MNT/.groups/kp/t.0" 3     # once the leave is done
+	assert_cat "$MNT/.groups/kp/t.0" $'3\n'
+}
+
 t_test follow_bootstrap c_follow_bootstrap
 t_test follow_follows c_follow_follows
 t_test follow_errors c_follow_errors
@@ -388,4 +433,5 @@ t_test groups_follow c_groups_follow
 t_test groups_access c_groups_access
 t_test erase_verdict c_erase_verdict
 t_test erase_wait c_erase_wait
+t_test kafka_resume c_kafka_resume
 t_done
