@@ -279,6 +279,7 @@ void tfs_opts_usage(const char *prog)
 	       "                           without authentication (refused otherwise)\n"
 	       "    -o NAME=VALUE          a Kafka listener setting by its broker name:\n"
 	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads\n"
+	       "                           group.initial.rebalance.delay.ms\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);
 	for (const char *const *n = tfs_topic_config_names(); *n; n++)

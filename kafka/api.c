@@ -32,20 +32,10 @@ enum {
 	API_FETCH = 1,
 	API_LIST_OFFSETS = 2,
 	API_METADATA = 3,
-	API_OFFSET_COMMIT = 8,
-	API_OFFSET_FETCH = 9,
-	API_FIND_COORDINATOR = 10,
-	API_JOIN_GROUP = 11,
-	API_HEARTBEAT = 12,
-	API_LEAVE_GROUP = 13,
-	API_SYNC_GROUP = 14,
-	API_DESCRIBE_GROUPS = 15,
-	API_LIST_GROUPS = 16,
 	API_API_VERSIONS = 18,
 	API_CREATE_TOPICS = 19,
 	API_DELETE_TOPICS = 20,
 	API_INIT_PRODUCER_ID = 22,
-	API_DELETE_GROUPS = 42,
 };
 
 /* Kafka's error codes (clients/.../common/protocol/Errors.java). */
@@ -94,21 +84,21 @@ static const struct api_range apis[] = {
 	{ API_FETCH, 4, 11, 12 },
 	{ API_LIST_OFFSETS, 1, 5, 6 },
 	{ API_METADATA, 0, 8, 9 },
+	/* consumer groups (api_groups.c) */
+	{ TFS_KAFKA_API_OFFSET_COMMIT, 2, 7, 8 },
+	{ TFS_KAFKA_API_OFFSET_FETCH, 1, 5, 6 },
+	{ TFS_KAFKA_API_FIND_COORDINATOR, 0, 2, 3 },
+	{ TFS_KAFKA_API_JOIN_GROUP, 0, 5, 6 },
+	{ TFS_KAFKA_API_HEARTBEAT, 0, 3, 4 },
+	{ TFS_KAFKA_API_LEAVE_GROUP, 0, 3, 4 },
+	{ TFS_KAFKA_API_SYNC_GROUP, 0, 3, 4 },
+	{ TFS_KAFKA_API_DESCRIBE_GROUPS, 0, 4, 5 },
+	{ TFS_KAFKA_API_LIST_GROUPS, 0, 2, 3 },
 	{ API_API_VERSIONS, 0, 3, 3 },
 	{ API_CREATE_TOPICS, 0, 4, 5 },
 	{ API_DELETE_TOPICS, 0, 3, 4 },
 	{ API_INIT_PRODUCER_ID, 0, 1, 2 },
-	/* consumer groups (api_groups.c) */
-	{ API_OFFSET_COMMIT, 2, 7, 8 },
-	{ API_OFFSET_FETCH, 1, 5, 6 },
-	{ API_FIND_COORDINATOR, 0, 2, 3 },
-	{ API_JOIN_GROUP, 0, 5, 6 },
-	{ API_HEARTBEAT, 0, 3, 4 },
-	{ API_LEAVE_GROUP, 0, 3, 4 },
-	{ API_SYNC_GROUP, 0, 3, 4 },
-	{ API_DESCRIBE_GROUPS, 0, 4, 5 },
-	{ API_LIST_GROUPS, 0, 2, 3 },
-	{ API_DELETE_GROUPS, 0, 1, 2 },
+	{ TFS_KAFKA_API_DELETE_GROUPS, 0, 1, 2 },        /* api_groups.c */
 };
 #define NAPIS (sizeof(apis) / sizeof(apis[0]))
 
@@ -1148,16 +1138,16 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		return delete_topics(ctx, &r, w);
 	case API_INIT_PRODUCER_ID:
 		return init_producer_id(ctx, &r, w);
-	case API_OFFSET_COMMIT:
-	case API_OFFSET_FETCH:
-	case API_FIND_COORDINATOR:
-	case API_JOIN_GROUP:
-	case API_HEARTBEAT:
-	case API_LEAVE_GROUP:
-	case API_SYNC_GROUP:
-	case API_DESCRIBE_GROUPS:
-	case API_LIST_GROUPS:
-	case API_DELETE_GROUPS:
+	case TFS_KAFKA_API_OFFSET_COMMIT:
+	case TFS_KAFKA_API_OFFSET_FETCH:
+	case TFS_KAFKA_API_FIND_COORDINATOR:
+	case TFS_KAFKA_API_JOIN_GROUP:
+	case TFS_KAFKA_API_HEARTBEAT:
+	case TFS_KAFKA_API_LEAVE_GROUP:
+	case TFS_KAFKA_API_SYNC_GROUP:
+	case TFS_KAFKA_API_DESCRIBE_GROUPS:
+	case TFS_KAFKA_API_LIST_GROUPS:
+	case TFS_KAFKA_API_DELETE_GROUPS:
 		return tfs__kafka_groups_handle(ctx, &r, w);
 	default:
 		return KAFKA_CLOSE;

@@ -27,19 +27,6 @@
 #include "io/log.h"
 #include "kafka/group.h"
 
-enum {
-	API_OFFSET_COMMIT = 8,
-	API_OFFSET_FETCH = 9,
-	API_FIND_COORDINATOR = 10,
-	API_JOIN_GROUP = 11,
-	API_HEARTBEAT = 12,
-	API_LEAVE_GROUP = 13,
-	API_SYNC_GROUP = 14,
-	API_DESCRIBE_GROUPS = 15,
-	API_LIST_GROUPS = 16,
-	API_DELETE_GROUPS = 42,
-};
-
 #define E_UNKNOWN_TOPIC_OR_PARTITION 3
 #define E_TOPIC_AUTHORIZATION_FAILED 29
 #define E_UNKNOWN (-1)
@@ -727,25 +714,25 @@ enum tfs_kafka_verdict tfs__kafka_groups_handle(struct tfs_kafka_ctx *ctx, struc
                                                 struct kw *w)
 {
 	switch (ctx->api_key) {
-	case API_FIND_COORDINATOR:
+	case TFS_KAFKA_API_FIND_COORDINATOR:
 		return find_coordinator(ctx, r, w);
-	case API_JOIN_GROUP:
+	case TFS_KAFKA_API_JOIN_GROUP:
 		return join_group(ctx, r, w);
-	case API_SYNC_GROUP:
+	case TFS_KAFKA_API_SYNC_GROUP:
 		return sync_group(ctx, r, w);
-	case API_HEARTBEAT:
+	case TFS_KAFKA_API_HEARTBEAT:
 		return heartbeat(ctx, r, w);
-	case API_LEAVE_GROUP:
+	case TFS_KAFKA_API_LEAVE_GROUP:
 		return leave_group(ctx, r, w);
-	case API_OFFSET_COMMIT:
+	case TFS_KAFKA_API_OFFSET_COMMIT:
 		return offset_commit(ctx, r, w);
-	case API_OFFSET_FETCH:
+	case TFS_KAFKA_API_OFFSET_FETCH:
 		return offset_fetch(ctx, r, w);
-	case API_LIST_GROUPS:
+	case TFS_KAFKA_API_LIST_GROUPS:
 		return list_groups(ctx, r, w);
-	case API_DESCRIBE_GROUPS:
+	case TFS_KAFKA_API_DESCRIBE_GROUPS:
 		return describe_groups(ctx, r, w);
-	case API_DELETE_GROUPS:
+	case TFS_KAFKA_API_DELETE_GROUPS:
 		return delete_groups(ctx, r, w);
 	default:
 		return KAFKA_CLOSE;

@@ -174,6 +174,18 @@ void tfs__kafka_finish(struct kw *w);
 bool tfs__kafka_may_read_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t);
 
 /* ---- api_groups.c: the consumer-group requests ---- */
+enum {
+	TFS_KAFKA_API_OFFSET_COMMIT = 8,
+	TFS_KAFKA_API_OFFSET_FETCH = 9,
+	TFS_KAFKA_API_FIND_COORDINATOR = 10,
+	TFS_KAFKA_API_JOIN_GROUP = 11,
+	TFS_KAFKA_API_HEARTBEAT = 12,
+	TFS_KAFKA_API_LEAVE_GROUP = 13,
+	TFS_KAFKA_API_SYNC_GROUP = 14,
+	TFS_KAFKA_API_DESCRIBE_GROUPS = 15,
+	TFS_KAFKA_API_LIST_GROUPS = 16,
+	TFS_KAFKA_API_DELETE_GROUPS = 42,
+};
 enum tfs_kafka_verdict tfs__kafka_groups_handle(struct tfs_kafka_ctx *ctx, struct kr *r,
                                                 struct kw *w);
 

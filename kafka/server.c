@@ -646,6 +646,13 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 			         k->cfg.listener_host);
 		k->cfg.advertised_port = k->port;
 	}
+	/* before the loops, which hand it requests */
+	rc = tfs_kgroups_create(k, tfs_engine_groups(e), k->cfg.group_initial_rebalance_delay_ms,
+	                        &k->groups);
+	if (rc < 0) {
+		tfs_log_error("kafka", "cannot start the group coordinator: %s", tfs_strerror(rc));
+		goto fail;
+	}
 	k->loops = calloc((size_t)cfg->threads, sizeof(*k->loops));
 	if (!k->loops) {
 		rc = -ENOMEM;
@@ -672,12 +679,6 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 			goto fail;
 		}
 		lp->started = true;
-	}
-	rc = tfs_kgroups_create(k, tfs_engine_groups(e), k->cfg.group_initial_rebalance_delay_ms,
-	                        &k->groups);
-	if (rc < 0) {
-		tfs_log_error("kafka", "cannot start the group coordinator: %s", tfs_strerror(rc));
-		goto fail;
 	}
 	tfs_engine_set_append_hook(e, kafka_appended, k);
 	tfs_log_info("kafka", "listening on PLAINTEXT://%s:%u (advertised %s:%u), node.id=%d, "

@@ -9,7 +9,9 @@
  * The connection acts as a local user (uid 12345) who owns topic "f" (one
  * partition) but may not write the root: it can produce to and read "f", and
  * every CreateTopics, DeleteTopics and auto-creation is refused after its checks,
- * so inputs do not grow the data directory.
+ * so inputs do not grow the data directory. __consumer_offsets exists from the
+ * start (a first offset commit would create it), and each input has a group
+ * coordinator of its own (kafka/group.h) with no initial rebalance delay.
  *
  * Properties:
  *   - a response frame is whole: its size field counts the bytes and spans that
@@ -25,6 +27,8 @@
 
 #include "engine/engine.h"
 #include "fs/mount.h"
+#include "engine/groups.h"
+#include "kafka/group.h"
 #include "kafka/kafka_internal.h"
 #include "tests/fuzz/fz.h"
 
@@ -41,6 +45,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	fz_quiet_logs();
 	mount = fz_mount_open(&mount_dir);
+	{
+		struct tfs_topic *t = fz_topic(mount, "f", RECREATE_BYTES);
+		struct tfs_group_commit c = { .topic = "f", .offset = 0, .leader_epoch = -1 };
+		FZ_CHECK(tfs_groups_commit(tfs_engine_groups(mount->engine), "fz", -1, &c, 1, -1) == 0,
+		         "the first commit (creates __consumer_offsets)");
+		tfs_topic_unref(t);
+	}
 	return 0;
 }
 
@@ -78,12 +89,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	k.root_gid = 0;
 	k.root_mode = 0755;
 	k.listen_fd = -1;
+	FZ_CHECK(tfs_kgroups_create(&k, tfs_engine_groups(mount->engine), 0, &k.groups) == 0,
+	         "group coordinator");
 
 	for (int f = 0; f < FRAMES_MAX && in.len > 0; f++) {
 		size_t want = fz_u16(&in), got;
 		const uint8_t *p = fz_take(&in, want, &got);
 		uint8_t *frame = malloc(got ? got : 1);
-		struct tfs_kafka_ctx ctx = { .k = &k, .peer = &peer };
+		struct tfs_kafka_ctx ctx = { .k = &k, .peer = &peer, .conn_id = 1, .peer_host = "/127.0.0.1" };
 		int64_t before = fz_log_end(pl);
 		size_t topics = topic_count();
 		enum tfs_kafka_verdict v;
@@ -113,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		kw_free(&w);
 		free(frame);
 	}
+	tfs_kgroups_destroy(k.groups);
 	tfs_topic_unref(t);
 	return 0;
 }

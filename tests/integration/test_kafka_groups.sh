@@ -11,32 +11,8 @@ KG=$T_LIB_DIR/kafka_groups.py
 # default is 3000; nothing here depends on it but the run's length)
 GOPTS=group.initial.rebalance.delay.ms=0
 
-kmount() {
-	local i
-	PORT=
-	t_mount -o "listeners=PLAINTEXT://127.0.0.1:0,partitions=1,$GOPTS${1:+,$1}"
-	for i in $(seq 100); do
-		PORT=$(t_daemon_log | sed -n 's/.*kafka: listening on PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' | tail -n 1)
-		[ -n "$PORT" ] && break
-		sleep 0.1
-	done
-	[ -n "$PORT" ] || fail "the listener did not say its port"
-	BROKER=127.0.0.1:$PORT
-}
+kmount() { t_kafka_mount "partitions=1,$GOPTS${1:+,$1}"; }
 kg() { "$T_PY" "$KG" "$1" "$BROKER" "${@:2}"; }
-
-# kill_daemon: kill -9 of the daemon serving $MNT, then wait for its mount to go.
-kill_daemon() {
-	local st pid i
-	st=$(ls -d "$T_CASE"/.d/*/ | sort -V | tail -n 1)
-	st=${st%/}
-	pid=$(pgrep -P "$(cat "$st/pid")" -x topicfs) || fail "no daemon under $(cat "$st/pid")"
-	kill -KILL "$pid"
-	for i in $(seq 100); do [ -e "$st/rc" ] && break; sleep 0.1; done
-	touch "$st/checked"
-	for i in $(seq 100); do t_mounted "$MNT" || return 0; sleep 0.1; done
-	fusermount3 -uz "$MNT" || umount -l "$MNT"
-}
 
 # (a) librdkafka: one member, then two, then three (each rebalance splits the six
 # partitions evenly), then one leaves; every record once; the commits read back;
@@ -84,7 +60,7 @@ c_positions_survive() {
 	assert_eq "0:4 1:7" "$(kg committed g3 t 2)" "committed after the remount"
 	assert_eq "0:4 1:7" "$(kg resume g3 t 2)" "where a member resumes"
 	kg commit g3 t 0:9 1:2
-	kill_daemon
+	t_kill_daemon
 	kmount
 	assert_eq "0:9 1:2" "$(kg committed g3 t 2)" "committed after kill -9"
 	assert_eq "0:9 1:2" "$(kg resume g3 t 2)" "where a member resumes after kill -9"
