@@ -278,8 +278,7 @@ void tfs_opts_usage(const char *prog)
 	       "    -o kafka_allow_remote=true  let listeners bind a non-loopback address\n"
 	       "                           without authentication (refused otherwise)\n"
 	       "    -o NAME=VALUE          a Kafka listener setting by its broker name:\n"
-	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads\n"
-	       "                           group.initial.rebalance.delay.ms\n"
+	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads group.initial.rebalance.delay.ms\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);
 	for (const char *const *n = tfs_topic_config_names(); *n; n++)
