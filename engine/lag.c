@@ -224,17 +224,21 @@ static bool damaged_from(const struct tfs_segment *seg, tfs_offset_t from)
 	return false;
 }
 
+/* Makes seg's own tally (tally_lock held) and brings it up to the committed size. */
+static int tally_current(struct tfs_segment *seg, struct lag_io *io)
+{
+	if (!seg->tally && !(seg->tally = calloc(1, sizeof(*seg->tally))))
+		return -ENOMEM;
+	return tally_extend(seg->tally, seg, seg->base_offset, true, io);
+}
+
 /* The segment's own tally, brought up to its committed size, applied to c. */
 static int apply_segment(struct carry *c, struct tfs_segment *seg, struct lag_io *io)
 {
 	int rc;
 
 	pthread_mutex_lock(&seg->tally_lock);
-	if (!seg->tally && !(seg->tally = calloc(1, sizeof(*seg->tally)))) {
-		pthread_mutex_unlock(&seg->tally_lock);
-		return -ENOMEM;
-	}
-	rc = tally_extend(seg->tally, seg, seg->base_offset, true, io);
+	rc = tally_current(seg, io);
 	if (rc == 0)
 		rc = carry_apply(c, seg->tally);
 	pthread_mutex_unlock(&seg->tally_lock);
@@ -289,11 +293,7 @@ static int apply_partial(struct carry *c, struct tfs_plog *pl, struct tfs_segmen
 	int rc;
 
 	pthread_mutex_lock(&seg->tally_lock);
-	if (!seg->tally && !(seg->tally = calloc(1, sizeof(*seg->tally)))) {
-		pthread_mutex_unlock(&seg->tally_lock);
-		return -ENOMEM;
-	}
-	rc = tally_extend(seg->tally, seg, seg->base_offset, true, io);
+	rc = tally_current(seg, io);
 	if (rc == 0 && seg->tally->n == 0 && seg->tally->ncks > 0) {
 		rc = counted_before(seg->tally, seg, from, io, &before);
 		if (rc == 0)

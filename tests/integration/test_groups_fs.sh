@@ -385,19 +385,13 @@ EOF
 # commit is refused (EBUSY), once it left it is taken.
 c_kafka_resume() {
 	"$T_PY" -c 'import kafka' 2>/dev/null || skip "kafka-python is not installed"
-	local port i
-	t_mount -o "listeners=PLAINTEXT://127.0.0.1:0,group.initial.rebalance.delay.ms=0"
-	for i in $(seq 100); do
-		port=$(t_daemon_log | sed -n 's/.*kafka: listening on PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' | tail -n 1)
-		[ -n "$port" ] && break
-		sleep 0.1
-	done
-	[ -n "$port" ] || fail "the listener did not say its port"
+	local i
+	t_kafka_mount group.initial.rebalance.delay.ms=0
 	mkdir "$MNT/t"
 	for i in $(seq 0 9); do echo "v$i" > "$MNT/t/0/k$i"; done
 	mkdir "$MNT/.groups/kp"
 	echo 7 > "$MNT/.groups/kp/t.0"
-	"$T_PY" - "127.0.0.1:$port" "$MNT" <<'EOF'
+	"$T_PY" - "$BROKER" "$MNT" <<'EOF'
 import errno, sys
 from kafka import KafkaConsumer
 broker, mnt = sys.argv[1], sys.argv[2]
