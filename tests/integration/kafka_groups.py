@@ -3,6 +3,7 @@
 
   kafka_groups.py rdk BROKER TOPIC GROUP    librdkafka: members join 1 -> 2 -> 3, one leaves
   kafka_groups.py kp BROKER TOPIC GROUP     kafka-python: 1 -> 2 members, one leaves
+  kafka_groups.py rdk_silent BROKER TOPIC GROUP   librdkafka: a member killed -9 is removed
   kafka_groups.py commit BROKER GROUP TOPIC P:OFF...   a simple commit (no members)
   kafka_groups.py committed BROKER GROUP TOPIC N       OffsetFetch of partitions 0..N-1
   kafka_groups.py resume BROKER GROUP TOPIC N          the first offset a member consumes, per partition
@@ -102,6 +103,55 @@ def rdk(broker, topic, group):
     for c in members:
         c.close()
     print("ok rdk", len(seen))
+
+
+def rdk_conf(broker, group, name):
+    return {"bootstrap.servers": broker, "group.id": group, "client.id": name,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+
+
+def rdk_member(broker, topic, group):
+    """A member that says when it has partitions, then polls until killed."""
+    from confluent_kafka import Consumer
+
+    c = Consumer(rdk_conf(broker, group, "silent"))
+    c.subscribe([topic])
+    said = False
+    while True:
+        c.poll(0.1)
+        if c.assignment() and not said:
+            print("assigned", len(c.assignment()), flush=True)
+            said = True
+
+
+def rdk_silent(broker, topic, group):
+    """A member in another process is killed -9: it never leaves, its session
+    times out, and the survivor gets every partition."""
+    import signal
+    import subprocess
+    import threading
+    from confluent_kafka import Consumer
+
+    nparts = 6
+    a = Consumer(rdk_conf(broker, group, "survivor"))
+    a.subscribe([topic])
+    until("the survivor's assignment", lambda: len(a.assignment()) == nparts, lambda: a.poll(0.1))
+    child = subprocess.Popen([sys.executable, __file__, "rdk_member", broker, topic, group],
+                             stdout=subprocess.PIPE, text=True)
+    said = []                                # the child's line: it has its partitions
+    reader = threading.Thread(target=lambda: said.append(child.stdout.readline()), daemon=True)
+    reader.start()
+    until("the second member's partitions and the survivor's half",
+          lambda: said and len(a.assignment()) == nparts // 2, lambda: a.poll(0.1))
+    if not said[0].startswith("assigned"):
+        fail("the second member did not get partitions: %r" % said[0])
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    until("the survivor to get every partition back", lambda: len(a.assignment()) == nparts,
+          lambda: a.poll(0.1))
+    a.close()
+    print("ok rdk_silent")
 
 
 # ---- kafka-python ----
@@ -257,6 +307,10 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "rdk":
         rdk(*args)
+    elif cmd == "rdk_silent":
+        rdk_silent(*args)
+    elif cmd == "rdk_member":
+        rdk_member(*args)
     elif cmd == "kp":
         kp(*args)
     elif cmd == "commit":

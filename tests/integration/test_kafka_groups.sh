@@ -38,6 +38,18 @@ c_librdkafka_group() {
 	grep -q '^offsets orders/0:20 orders/1:20 ' "$T_CASE/admin.out" || fail "the admin's OffsetFetch"
 }
 
+# (a2) A librdkafka member killed -9 never sends LeaveGroup: the coordinator
+# removes it when its session times out, and the other member takes its partitions.
+c_silent_member() {
+	"$T_PY" -c 'import confluent_kafka' 2>/dev/null ||
+		skip "python3-confluent-kafka is not installed (scripts/install-deps.sh --tests)"
+	kmount
+	mkdir "$MNT/orders" && mkdir "$MNT/orders/"{1,2,3,4,5}
+	kg rdk_silent orders g4 | tee "$T_CASE/silent.out"
+	grep -qx 'ok rdk_silent' "$T_CASE/silent.out" || fail "the survivor did not take over"
+	t_daemon_log | grep -q 'group "g4": member silent-.* timed out' || fail "no log line for the timeout"
+}
+
 # (b) kafka-python: one member, two, then one again; every record once.
 c_kafka_python_group() {
 	kmount
@@ -67,6 +79,7 @@ c_positions_survive() {
 }
 
 t_test librdkafka_group c_librdkafka_group
+t_test silent_member c_silent_member
 t_test kafka_python_group c_kafka_python_group
 t_test positions_survive c_positions_survive
 t_done
