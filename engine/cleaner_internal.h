@@ -78,6 +78,10 @@ struct tfs__txn_state {
 	bool any;                      /* some segment had producer ids */
 };
 
+/* The type of the transaction marker in a control batch (TFS_CONTROL_ABORT,
+ * TFS_CONTROL_COMMIT, ...), or -1 when its first record is no marker. it is
+ * reset on the batch. (cleaner_pass.c; lag.c counts by it too.) */
+int tfs__control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t len);
 void tfs__txn_state_init(struct tfs__txn_state *t);
 void tfs__txn_state_release(struct tfs__txn_state *t);
 

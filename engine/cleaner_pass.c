@@ -217,7 +217,7 @@ static struct tfs__aborted_txn *aborted_find(const struct tfs__txn_state *t, int
 }
 
 /* Type of the control record of a control batch (ControlRecordType), or -1. */
-static int control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t len)
+int tfs__control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t len)
 {
 	struct tfs_record r;
 
@@ -279,7 +279,7 @@ int tfs__txn_scan(struct tfs__txn_state *t, const struct tfs_seglist *l, uint8_t
 				continue;
 			}
 			if (p->txn_first >= 0) {
-				if (control_type(it, b, tfs_batch_size(&h)) == TFS_CONTROL_ABORT &&
+				if (tfs__control_type(it, b, tfs_batch_size(&h)) == TFS_CONTROL_ABORT &&
 				    aborted_push(t, p->pid, p->txn_first, tfs_batch_last_offset(&h)) < 0)
 					return -ENOMEM;
 				p->txn_first = TFS_OFFSET_NONE;
@@ -934,7 +934,7 @@ static bool txn_can_discard(struct tfs__cleaner_ctx *x, const struct tfs_batch_h
 	}
 	if (h->records_count == 0)
 		return true;
-	switch (control_type(&x->it, b, tfs_batch_size(h))) {
+	switch (tfs__control_type(&x->it, b, tfs_batch_size(h))) {
 	case TFS_CONTROL_ABORT:
 		a = aborted_find(&x->txn, h->producer_id, h->base_offset);
 		return !(a && a->observed);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "engine/lag.h"
 #include "engine/segment.h"
 #include "io/log.h"
 
@@ -82,6 +83,7 @@ static struct tfs_segment *segment_alloc(struct tfs_io *io, struct tfs_fdcache *
 	s->created_ms = tfs_now_ms();
 	s->index_interval_bytes = index_interval_bytes;
 	s->corrupt_at = -1;
+	pthread_mutex_init(&s->tally_lock, NULL);
 	return s;
 }
 
@@ -157,6 +159,8 @@ void tfs_segment_unref(struct tfs_segment *s)
 	free(s->index);
 	free(s->tindex);
 	free(s->damage);
+	tfs__tally_free(s->tally);
+	pthread_mutex_destroy(&s->tally_lock);
 	free(s->dir);
 	free(s);
 }

@@ -42,6 +42,8 @@
 #define TFS_INDEX_ENTRY_BYTES 8
 #define TFS_TIMEINDEX_ENTRY_BYTES 12
 
+struct tfs__tally;
+
 struct tfs_index_entry {
 	int32_t rel_offset;
 	int32_t pos;
@@ -102,6 +104,11 @@ struct tfs_segment {
 	bool flush_running;                /* flush_thread started and not yet joined */
 	int flush_err;                     /* first failure of a background flush; sticky */
 	tfs_pos_t flush_mark;              /* committed size the last flush started at */
+
+	/* What consumer lag counts in this segment's batches (lag.c), built on the
+	 * first question and extended as the segment grows. */
+	pthread_mutex_t tally_lock;        /* a leaf */
+	struct tfs__tally *tally;          /* under tally_lock; NULL until asked */
 };
 
 /* Formats "<dir>/<20 digits><suffix>" into buf. */

@@ -64,6 +64,9 @@ enum tfs_node_kind {
 	TFS_NODE_HIST_VIEW,     /* T/P/.history/.clean .dirty .uncleanable (num = region) */
 	TFS_NODE_HIST_KEYS,     /* T/P/.history/.keys */
 	TFS_NODE_HIST_KEY,      /* T/P/.history/.keys/KEY (key = the key's bytes) */
+	TFS_NODE_GROUPS_DIR,    /* /.groups */
+	TFS_NODE_GROUP_DIR,     /* /.groups/GROUP (key = the group id) */
+	TFS_NODE_GROUP_FILE,    /* /.groups/GROUP/TOPIC.P (key = the group id) */
 	TFS_NODE_KINDS
 };
 
@@ -80,7 +83,8 @@ struct tfs_node_ident {
 /* Kinds whose identity includes the key slice. */
 static inline bool tfs_node_kind_named(enum tfs_node_kind kind)
 {
-	return kind == TFS_NODE_KEY || kind == TFS_NODE_SCRATCH || kind == TFS_NODE_HIST_KEY;
+	return kind == TFS_NODE_KEY || kind == TFS_NODE_SCRATCH || kind == TFS_NODE_HIST_KEY ||
+	       kind == TFS_NODE_GROUP_DIR || kind == TFS_NODE_GROUP_FILE;
 }
 
 struct tfs_node {

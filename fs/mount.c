@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/consumers.h"
 #include "fs/history_fate.h"
 #include "fs/node.h"
 #include "fs/opts.h"
@@ -83,6 +84,8 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 		                        &m->scratch);
 	if (rc == 0)
 		rc = tfs_fate_cache_create(&m->fates);
+	if (rc == 0)
+		rc = tfs_consumers_create(&m->consumers);
 	if (rc < 0)
 		goto fail;
 	*out = m;
@@ -124,6 +127,7 @@ void tfs_mount_destroy(struct tfs_mount *m)
 	                                        * scratch files end with the mount */
 	tfs_readcache_destroy(m->readcache);   /* its topic references, before the engine */
 	tfs_fate_cache_destroy(m->fates);
+	tfs_consumers_destroy(m->consumers);
 	tfs_engine_close(m->engine);
 	pthread_mutex_destroy(&m->handles_lock);
 	pthread_mutex_destroy(&m->deferred_lock);

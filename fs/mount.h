@@ -64,6 +64,8 @@ struct tfs_mount {
 	struct tfs_readcache *readcache;       /* windows for opening keys (node_key.c) */
 	struct tfs_fate_cache *fates;          /* the last dry run (history_fate.c) */
 	struct tfs_scratch *scratch;           /* the dot-named scratch files (scratch.h) */
+	struct tfs_consumers *consumers;       /* bootstrap reports, .groups made by mkdir
+	                                        * (consumers.h) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;
 	bool reader_cache;                     /* readers may use the page cache (node_key.c) */

@@ -25,6 +25,9 @@ const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind)
 		[TFS_NODE_HIST_VIEW] = &tfs_kind_hist_view,
 		[TFS_NODE_HIST_KEYS] = &tfs_kind_hist_keys,
 		[TFS_NODE_HIST_KEY] = &tfs_kind_hist_key,
+		[TFS_NODE_GROUPS_DIR] = &tfs_kind_groups_dir,
+		[TFS_NODE_GROUP_DIR] = &tfs_kind_group_dir,
+		[TFS_NODE_GROUP_FILE] = &tfs_kind_group_file,
 	};
 	return kinds[kind];
 }
@@ -246,6 +249,9 @@ static uint64_t parent_ino(const struct tfs_node *dir)
 		id.kind = TFS_NODE_HIST_KEYS;
 		id.partition = dir->partition;
 		break;
+	case TFS_NODE_GROUP_DIR:
+		id.kind = TFS_NODE_GROUPS_DIR;
+		return tfs_inode_ident_hash(&id);
 	default:
 		return FUSE_ROOT_ID;            /* the root, and what sits in it */
 	}

@@ -110,7 +110,8 @@ struct tfs_node_ops {
 extern const struct tfs_node_ops tfs_kind_root, tfs_kind_meta_dir, tfs_kind_meta_file,
 	tfs_kind_topic, tfs_kind_partition, tfs_kind_key, tfs_kind_hist_dir, tfs_kind_hist_entry,
 	tfs_kind_append, tfs_kind_put, tfs_kind_batches, tfs_kind_scratch, tfs_kind_hist_view,
-	tfs_kind_hist_keys, tfs_kind_hist_key;
+	tfs_kind_hist_keys, tfs_kind_hist_key, tfs_kind_groups_dir, tfs_kind_group_dir,
+	tfs_kind_group_file;
 
 const struct tfs_node_ops *tfs_kind_ops(enum tfs_node_kind kind);
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/cleaner.h"
+#include "fs/consumers.h"
 #include "fs/node.h"
 #include "io/log.h"
 
@@ -253,14 +254,17 @@ static int generate(struct tfs_mount *m, int which, char **text, size_t *len)
 		char *ctext = NULL;
 		size_t clen = 0;
 		write_metrics(f, m, rows, nrows, ntopics);
+		tfs_consumers_write_metrics(f, m);
 		if (cl) {
 			rc = tfs_cleaner_metrics(cl, &ctext, &clen);
 			if (rc == 0)
 				fwrite(ctext, 1, clen, f);
 			free(ctext);
 		}
-	} else
+	} else {
 		write_status(f, m, rows, nrows, ntopics);
+		tfs_consumers_write_status(f, m);
+	}
 	if (fclose(f) != 0)
 		rc = -ENOMEM;
 	if (rc < 0) {

@@ -1,5 +1,6 @@
 /* node_root.c - the mount's root: lists topics; mkdir creates a topic, rmdir
- * deletes one. Its only control entry is .topicfs (node_meta.c), never listed.
+ * deletes one. Its control entries are .topicfs (node_meta.c) and .groups
+ * (node_groups.c), never listed.
  *
  * Listing: a snapshot of the topic names is taken at opendir (and again on
  * rewinddir); entry i's cookie is TFS_DIR_FIRST + i.
@@ -12,6 +13,7 @@
 #include "io/log.h"
 
 #define META_DIR_NAME ".topicfs"
+#define GROUPS_DIR_NAME ".groups"       /* consumer groups (node_groups.c) */
 
 struct root_dir_fh {
 	struct tfs_fh base;
@@ -43,6 +45,11 @@ static void root_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *di
 
 	if (!strcmp(name, META_DIR_NAME)) {
 		id.kind = TFS_NODE_META_DIR;
+		tfs_reply_entry(req, m, &id);
+		return;
+	}
+	if (!strcmp(name, GROUPS_DIR_NAME)) {
+		id.kind = TFS_NODE_GROUPS_DIR;
 		tfs_reply_entry(req, m, &id);
 		return;
 	}
@@ -87,7 +94,7 @@ static void root_rmdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir
 	struct tfs_topic *t;
 	int rc;
 
-	if (!strcmp(name, META_DIR_NAME)) {
+	if (!strcmp(name, META_DIR_NAME) || !strcmp(name, GROUPS_DIR_NAME)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}

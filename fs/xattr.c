@@ -47,9 +47,12 @@
 #include <sys/xattr.h>
 
 #include "engine/cleaner.h"
+#include "fs/consumers.h"
 #include "fs/history_fate.h"
+#include "fs/node_groups.h"
 #include "fs/node.h"
 #include "io/log.h"
+#include "io/parse.h"
 
 #define PREFIX_LEN (sizeof(TFS_XATTR_PREFIX) - 1)
 #define HEADER_PREFIX "header."
@@ -104,6 +107,9 @@ struct xctx {
 	bool cinfo_loaded;
 	int cinfo_err;
 	struct tfs_cleaner_partition_info ci;   /* partition (or the entry's partition) */
+	bool glag_loaded;
+	int glag_err;
+	struct tfs_group_lag glag;              /* a group offset file's */
 };
 
 static int load_record(struct xctx *c)
@@ -495,6 +501,68 @@ static int set_clean(struct xctx *c, const char *value, size_t size)
 	return cl ? tfs_cleaner_clean_now(cl, pl) : TFS_EREADONLY;
 }
 
+/* A consumer's report of how long bootstrapping the topic from offset 0 took
+ * (topicctl follow): kept in memory for the metrics (consumers.h). */
+static int set_bootstrap_ms(struct xctx *c, const char *value, size_t size)
+{
+	char buf[24];
+	int64_t ms;
+
+	if (size > 0 && value[size - 1] == '\n')
+		size--;
+	if (size == 0 || size >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	if (!tfs_parse_i64(buf, 0, INT64_MAX, &ms)) {
+		tfs_log_warn("fs", "%s: bootstrap_ms is not a number of milliseconds: '%s'",
+		             tfs_topic_name(c->n->topic), buf);
+		return -EINVAL;
+	}
+	return tfs_consumers_note_bootstrap(c->m->consumers, tfs_topic_name(c->n->topic), ms);
+}
+
+/* A group offset file's position and lag (node_groups.c), at most once per
+ * request. */
+static int load_group_lag(struct xctx *c)
+{
+	if (!c->glag_loaded) {
+		c->glag_loaded = true;
+		c->glag_err = tfs_group_file_lag(c->m, c->n, &c->glag);
+	}
+	return c->glag_err;
+}
+
+static int get_lag_offsets(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag.lag_offsets);
+}
+
+static int get_lag_records(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag.lag_records);
+}
+
+static int get_lag_ms(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag_ms);
+}
+
+static int get_group_log_end(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.lag.log_end_offset);
+}
+
+static int get_commit_timestamp(struct xctx *c, struct xbuf *x)
+{
+	int rc = load_group_lag(c);
+	return rc < 0 ? rc : xb_i64(x, c->glag.commit_ms);
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 struct xattr_row {
@@ -533,6 +601,12 @@ static const struct xattr_row rows[] = {
 	{ "superseded_by", K(TFS_NODE_HIST_ENTRY), get_superseded_by, NULL, false },
 	{ "fate", K(TFS_NODE_HIST_ENTRY), get_fate, NULL, false },
 	{ "next_pass", K(TFS_NODE_PARTITION), get_next_pass, NULL, false },
+	{ "bootstrap_ms", K(TFS_NODE_TOPIC), NULL, set_bootstrap_ms, false },
+	{ "lag_offsets", K(TFS_NODE_GROUP_FILE), get_lag_offsets, NULL, false },
+	{ "lag_records", K(TFS_NODE_GROUP_FILE), get_lag_records, NULL, false },
+	{ "lag_ms", K(TFS_NODE_GROUP_FILE), get_lag_ms, NULL, false },
+	{ "log_end_offset", K(TFS_NODE_GROUP_FILE), get_group_log_end, NULL, false },
+	{ "commit_timestamp", K(TFS_NODE_GROUP_FILE), get_commit_timestamp, NULL, false },
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

@@ -50,7 +50,7 @@ step "unit tests (asan+ubsan, uring and sync)" \
 tsan_tests() {
 	local t rc=0
 	for t in engine_test_partition_log engine_test_engine engine_test_cleaner engine_test_cleaner_manager \
-		engine_test_cleaner_dryrun engine_test_cleaner_crash fs_test_scratch; do
+		engine_test_cleaner_dryrun engine_test_cleaner_crash fs_test_scratch engine_test_lag; do
 		[ -x "$root/build-tsan/$t" ] || continue
 		TSAN_OPTIONS=halt_on_error=1 TFS_IO=sync "$root/build-tsan/$t" || rc=1
 	done

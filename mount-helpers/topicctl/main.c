@@ -216,6 +216,9 @@ static const struct command commands[] = {
 	{ "verify", cmd_verify, "check a data directory's files", verify_help },
 	{ "estimate", cmd_estimate, "estimate what compaction would save", estimate_help },
 	{ "repair", cmd_repair, "truncate a damaged log at its first unreadable batch", repair_help },
+	{ "follow", cmd_follow, "print a topic's records up to its end, then follow it", follow_help },
+	{ "groups", cmd_groups, "consumer groups' positions and lag in offsets, records and time", groups_help },
+	{ "erase", cmd_erase, "tombstone a key, judged against every group's lag", erase_help },
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -311,6 +311,7 @@ static size_t status_one_mount(const struct mpath *m, bool json, struct json_obj
 		json_object_object_add(jm, "cleaner", json_object_object_length(metrics) ? metrics : NULL);
 		if (!json_object_object_length(metrics))
 			json_object_put(metrics);
+		json_object_object_add(jm, "consumers", read_consumer_health(m->root));
 		json_object_array_add(jmounts, jm);
 		free(rows);
 		return bad;
@@ -374,6 +375,11 @@ static size_t status_one_mount(const struct mpath *m, bool json, struct json_obj
 	} else {
 		printf("cleaner: no metrics in %s/.topicfs/metrics (this mount has no cleaner yet)\n",
 		       m->root);
+	}
+	{
+		struct json_object *health = read_consumer_health(m->root);
+		print_consumer_health(health);
+		json_object_put(health);
 	}
 	json_object_put(metrics);
 	free(rows);

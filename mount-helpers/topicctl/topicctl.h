@@ -11,6 +11,9 @@
  *   verify.c    verify (a data or partition directory, read-only)
  *   estimate.c  estimate (segment files, read-only; MOUNT/TOPIC or DATA_DIR TOPIC)
  *   repair.c    repair (truncates a damaged log; unmounted DATA_DIR only)
+ *   follow.c    follow (bootstrap then follow a topic, through a mount)
+ *   groups.c    groups (consumer groups' positions and lag, through a mount)
+ *   erase.c     erase (a key's tombstone judged against every group's lag)
  *
  * Conventions: every command is `int cmd_NAME(int argc, char **argv)` with argv[0]
  * the command's name, returns an EXIT_* status, parses its options with next_opt
@@ -57,10 +60,14 @@ int cmd_dump(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_follow(int argc, char **argv);
+int cmd_groups(int argc, char **argv);
+int cmd_erase(int argc, char **argv);
 
 extern const char create_help[], describe_help[], config_help[], delete_help[];
 extern const char status_help[], clean_help[], roll_help[];
 extern const char dump_help[], verify_help[], estimate_help[], repair_help[];
+extern const char follow_help[], groups_help[], erase_help[];
 
 /* ---- main.c: messages, options, numbers, JSON ----------------------------------- */
 
@@ -151,6 +158,30 @@ struct pinfo {
 	char last_clean[XATTR_VALUE_CAP];
 	char reason[XATTR_VALUE_CAP];
 };
+
+/* ---- groups.c: consumer groups through MOUNT/.groups/ ------------------------------ */
+
+struct group_row {
+	char group[NAME_MAX + 1];
+	char topic[TOPIC_CAP];
+	int32_t partition;
+	int64_t committed_offset, log_end_offset, lag_offsets, lag_records, lag_ms;
+};
+
+/* The committed offset in a .groups file. 0 or -errno (-EINVAL: not a number). */
+int read_group_file(const char *path, int64_t *out);
+/* Every group offset of the mount at root (only_* narrow it: NULL / -1 for all),
+ * sorted by group, topic, partition; offsets the caller may not read are left out.
+ * Caller frees *out. 0 or -errno (-ENOENT: the mount has no .groups/). */
+int read_group_rows(const char *root, const char *only_group, const char *only_topic,
+                    int32_t only_partition, struct group_row **out, size_t *count);
+/* A row as the JSON object of `groups --json`; caller owns it. */
+struct json_object *group_row_json(const struct group_row *r);
+/* The consumer-health samples of MOUNT/.topicfs/metrics as an array of {metric,
+ * labels, value} (empty when there are none); caller owns it. */
+struct json_object *read_consumer_health(const char *root);
+/* Prints the flagged ones for people ("consumers: ..." lines). */
+void print_consumer_health(struct json_object *samples);
 
 /* Reads the attributes of TOPIC_DIR/PARTITION; have says which were there. */
 void pinfo_read(struct pinfo *pi, const char *topic_dir, int32_t partition);

@@ -13,8 +13,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 export BUILD_DIR=${BUILD_DIR:-$(cd "$here/../.." && pwd)/build}
 
 # Cheap areas first, the long-running ones (stress, full disk, concurrency) last.
-order="basic errno keynames bulk commit producer rename history xattr tools scratch access mount_helper systemd
-	kafka kafka_admin kafkajs faults corrupt enospc fio concurrency scale"
+order="basic errno keynames bulk commit producer rename history xattr tools scratch access groups_fs mount_helper systemd
+	kafka kafka_admin kafkajs kafka_groups faults corrupt enospc fio concurrency scale"
 files=()
 if [ $# -gt 0 ]; then
 	for n; do n=${n#test_}; files+=("$here/test_${n%.sh}.sh"); done

@@ -127,8 +127,8 @@ open(p, "wb").write(b)
 EOF
 }
 
-COMMANDS="create describe config delete status clean roll dump verify estimate repair"
-READERS="describe config status dump verify estimate clean repair"
+COMMANDS="create describe config delete status clean roll dump verify estimate repair follow groups erase"
+READERS="describe config status dump verify estimate clean repair follow groups erase"
 
 # ---- help and usage ----------------------------------------------------------------
 
