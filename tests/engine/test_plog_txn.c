@@ -257,6 +257,75 @@ static void an_open_transaction_is_aborted_at_open(void **state)
 	tfs_plog_txn_discard(t);
 }
 
+/* ---- crashes ---- */
+
+#define CRASH_TXNS 6
+#define CRASH_TXN_RECORDS 3
+
+/* Transaction u: CRASH_TXN_RECORDS keys "u<u>-<i>" over two batches, then its
+ * COMMIT, durable, acknowledged once tfs_plog_txn_end returned; small segments,
+ * so rolls fall among them. */
+static int crash_workload(void *arg, const char *fault_spec, int fd)
+{
+	struct fx *f = arg;
+
+	open_pl(f);
+	tfs_io_set_fault(f->io, fault_spec);
+	for (int u = 0; u < CRASH_TXNS; u++) {
+		struct tfs_plog_txn *t;
+		char k[CRASH_TXN_RECORDS][16];
+		struct tfs_append_rec r[CRASH_TXN_RECORDS];
+		for (int i = 0; i < CRASH_TXN_RECORDS; i++) {
+			snprintf(k[i], sizeof(k[i]), "u%d-%d", u, i);
+			r[i] = rec(k[i], "v");
+		}
+		if (tfs_plog_txn_begin(f->pl, 100 + u, 0, &t) != 0 ||
+		    tfs_plog_txn_append(t, r, 1) != 0 ||
+		    tfs_plog_txn_append(t, r + 1, CRASH_TXN_RECORDS - 1) != 0 ||
+		    tfs_plog_txn_end(t, true, true) != 0)
+			return 3;
+		if (write(fd, &u, sizeof(u)) != sizeof(u))
+			return 4;
+	}
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	return 0;
+}
+
+/* Killed at the n-th mutating operation, then reopened: every transaction is
+ * there whole or not at all, every acknowledged one whole; none stays open. */
+static bool crash_at(struct fx *f, int n)
+{
+	int acked[CRASH_TXNS];
+	size_t nacked;
+	bool finished;
+
+	t_rmtree(f->path);
+	f->cfg.segment_bytes = 300;
+	nacked = t_crash_run(crash_workload, f, n, acked, sizeof(acked[0]), CRASH_TXNS, &finished);
+	open_pl(f);
+	for (int u = 0; u < CRASH_TXNS; u++) {
+		int seen = 0;
+		for (int i = 0; i < CRASH_TXN_RECORDS; i++) {
+			char k[16];
+			snprintf(k, sizeof(k), "u%d-%d", u, i);
+			seen += live(f->pl, k);
+		}
+		assert_true(seen == 0 || seen == CRASH_TXN_RECORDS);
+		if ((size_t)u < nacked)
+			assert_int_equal(seen, CRASH_TXN_RECORDS);
+	}
+	assert_int_equal(tfs_plog_last_stable_offset(f->pl), t_plog_dense(f->pl));
+	tfs_plog_close(f->pl);
+	f->pl = NULL;
+	return finished;
+}
+
+static void a_crash_at_every_io_step_leaves_whole_transactions(void **state)
+{
+	sweep_crash_points(*state, crash_at, 3000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +335,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(the_txnindex_holds_the_aborts_and_is_rebuilt, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(an_open_transaction_is_aborted_at_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_leaves_whole_transactions, setup,
+		                                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
