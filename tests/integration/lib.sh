@@ -702,3 +702,16 @@ assert_errno_as() {
 	echo "# FAIL: as $u: $*: expected $want, got $got"
 	exit 1
 }
+
+# t_kill_daemon: kill -9 of the daemon serving $MNT, then wait for its mount to go.
+t_kill_daemon() {
+	local st pid i
+	st=$(ls -d "$T_CASE"/.d/*/ | sort -V | tail -n 1)
+	st=${st%/}
+	pid=$(pgrep -P "$(cat "$st/pid")" -x topicfs) || fail "no daemon under $(cat "$st/pid")"
+	kill -KILL "$pid"
+	for i in $(seq 100); do [ -e "$st/rc" ] && break; sleep 0.1; done
+	touch "$st/checked"
+	for i in $(seq 100); do t_mounted "$MNT" || return 0; sleep 0.1; done
+	fusermount3 -uz "$MNT" || umount -l "$MNT"
+}

@@ -40,19 +40,6 @@ batches_write() {
 	assert_eq "$n" $(($(t_leo t/0) - l0)) "records appended by $(basename "$3")"
 }
 
-# kill_daemon: kill -9 of the daemon serving $MNT, then wait for its mount to go.
-kill_daemon() {
-	local st pid i
-	st=$(ls -d "$T_CASE"/.d/*/ | sort -V | tail -n 1)
-	st=${st%/}
-	pid=$(pgrep -P "$(cat "$st/pid")" -x topicfs) || fail "no daemon under $(cat "$st/pid")"
-	kill -KILL "$pid"
-	for i in $(seq 100); do [ -e "$st/rc" ] && break; sleep 0.1; done
-	touch "$st/checked"
-	for i in $(seq 100); do t_mounted "$MNT" || return 0; sleep 0.1; done
-	fusermount3 -uz "$MNT" || umount -l "$MNT"
-}
-
 c_retries_appear_once() {
 	"$T_PY" -c 'import kafka.record.default_records' 2>/dev/null ||
 		skip "python3-kafka is not installed"
@@ -77,7 +64,7 @@ c_retries_appear_once() {
 	batches_write "open:OK write1:OK close:OK" 0 "$d/s1.bin"
 	batches_write "open:OK write1:OK close:OK" 1 "$d/s2.bin"
 	# kill -9 before the acknowledgement reaches the producer: it resends
-	kill_daemon
+	t_kill_daemon
 	t_mount
 	batches_write "open:OK write1:OK close:OK" 0 "$d/s2.bin"
 	batches_write "open:OK write1:OK close:OK" 0 "$d/s1.bin"
@@ -115,7 +102,7 @@ c_producer_ids() {
 	t_remount
 	c=$(cat "$MNT/.topicfs/producer_id")
 	[ "${c% *}" -gt "${b% *}" ] || fail "an id repeats after a remount: $b then $c"
-	kill_daemon
+	t_kill_daemon
 	t_mount
 	e=$(cat "$MNT/.topicfs/producer_id")
 	[ "${e% *}" -gt "${c% *}" ] || fail "an id repeats after kill -9: $c then $e"
