@@ -506,9 +506,8 @@ static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batc
 	p->base_sequence = -1;
 }
 
-/* Adds a unit's records to b, every one with timestamp ts. 0 or the builder's error. */
-static int add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs, size_t count,
-                    int64_t ts)
+int tfs__plog_add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs,
+                       size_t count, int64_t ts)
 {
 	int rc = 0;
 
@@ -787,7 +786,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		}
 		w->first = next;
 		w->timestamp = now;
-		rc = add_unit(&pl->builder, w->recs, w->count, now);
+		rc = tfs__plog_add_unit(&pl->builder, w->recs, w->count, now);
 		if (rc < 0)
 			goto out;
 		next += (tfs_offset_t)w->count;
@@ -1060,7 +1059,7 @@ static int preencode(struct tfs__preencoded *pre, const struct tfs_batch_params 
 	if (rc == 0)
 		rc = tfs_batch_builder_reserve(&e->builder, bytes);
 	if (rc == 0)
-		rc = add_unit(&e->builder, recs, count, pre->timestamp);
+		rc = tfs__plog_add_unit(&e->builder, recs, count, pre->timestamp);
 	for (size_t i = 0; rc == 0 && i < count; i++)
 		if (!recs[i].key_null)
 			e->hashes[i] = tfs_keydir_hash(recs[i].key);

@@ -150,6 +150,10 @@ int tfs__plog_submit_encoded(struct tfs_plog *pl, const struct tfs_append_rec *r
 /* plog_txn.c: writes an ABORT for every transaction the recovered log holds
  * open (tfs_plog_open, after recovery). 0 or the marker's append error. */
 int tfs__plog_abort_open_txns(struct tfs_plog *pl);
+/* Adds a unit's records to b, every one with timestamp ts (partition_log.c). 0
+ * or the builder's error. */
+int tfs__plog_add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs,
+                       size_t count, int64_t ts);
 /* Upper bound of one record's encoded size; whether a unit cannot be one batch
  * of max_message_bytes (partition_log.c). */
 size_t tfs__plog_record_bytes(const struct tfs_append_rec *r);

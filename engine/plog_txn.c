@@ -172,16 +172,10 @@ static int encode(struct tfs_plog_txn *t, const struct tfs_append_rec *recs, siz
 		return rc;
 	tfs_batch_builder_reset(&e->builder, &p);
 	rc = tfs_batch_builder_reserve(&e->builder, *bytes);
-	for (size_t i = 0; rc == 0 && i < count; i++) {
-		const struct tfs_append_rec *r = &recs[i];
-		struct tfs_record_in in = {
-			.key = r->key, .key_null = r->key_null,
-			.value = r->value, .value_null = r->value_null,
-			.timestamp = now, .headers = r->headers, .header_count = r->header_count,
-		};
-		rc = tfs_batch_builder_add(&e->builder, &in);
-		e->hashes[i] = r->key_null || marker ? 0 : tfs_keydir_hash(r->key);
-	}
+	if (rc == 0)
+		rc = tfs__plog_add_unit(&e->builder, recs, count, now);
+	for (size_t i = 0; i < count; i++)
+		e->hashes[i] = recs[i].key_null || marker ? 0 : tfs_keydir_hash(recs[i].key);
 	if (rc == 0)
 		rc = tfs_batch_builder_finish(&e->builder, -1, &out, &len);
 	if (rc < 0)

@@ -201,22 +201,21 @@ static void the_txnindex_holds_the_aborts_and_is_rebuilt(void **state)
 	free(got);
 
 	/* gone, torn or wrong: rebuilt from the log at the next open */
-	tfs_plog_close(f->pl);
-	f->pl = NULL;
-	assert_int_equal(unlink(path), 0);
-	open_pl(f);
-	size = t_read_file(path, &got);
-	assert_int_equal(size, 68);
-	assert_memory_equal(got, want, sizeof(want));
-	free(got);
-	tfs_plog_close(f->pl);
-	f->pl = NULL;
-	assert_int_equal(truncate(path, 40), 0);
-	open_pl(f);
-	size = t_read_file(path, &got);
-	assert_int_equal(size, 68);
-	assert_memory_equal(got, want, sizeof(want));
-	free(got);
+	for (int damage = 0; damage < 3; damage++) {
+		tfs_plog_close(f->pl);
+		f->pl = NULL;
+		if (damage == 0)
+			assert_int_equal(unlink(path), 0);
+		else if (damage == 1)
+			assert_int_equal(truncate(path, 40), 0);
+		else
+			assert_int_equal(t_write_file(path, want + 34, 34), 0);   /* one entry */
+		open_pl(f);
+		size = t_read_file(path, &got);
+		assert_int_equal(size, 68);
+		assert_memory_equal(got, want, sizeof(want));
+		free(got);
+	}
 	/* and a stale one of a segment without aborts goes */
 	tfs_plog_close(f->pl);
 	f->pl = NULL;
