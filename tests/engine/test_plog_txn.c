@@ -1,6 +1,7 @@
 /* test_plog_txn.c - transactions of the engine's own (plog_txn.c): keys at the
  * COMMIT only, aborted records never, markers as Kafka writes them, the last
  * stable offset, .txnindex files, a transaction a crash left open. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -256,6 +257,82 @@ static void an_open_transaction_is_aborted_at_open(void **state)
 	tfs_plog_txn_discard(t);
 }
 
+/* ---- threads ---- */
+
+#define THREAD_TXNS 40
+
+struct writer {
+	struct fx *f;
+	int64_t pid;
+};
+
+/* Transactions of three keys "<pid>-<u>-<i>", committed, or plain appends. */
+static void *txn_writer(void *arg)
+{
+	struct writer *w = arg;
+
+	for (int u = 0; u < THREAD_TXNS; u++) {
+		char k[3][32];
+		struct tfs_append_rec r[3];
+		struct tfs_plog_txn *t;
+		for (int i = 0; i < 3; i++) {
+			snprintf(k[i], sizeof(k[i]), "%d-%d-%d", (int)w->pid, u, i);
+			r[i] = rec(k[i], "v");
+		}
+		if (w->pid < 0) {
+			assert_int_equal(tfs_plog_append(w->f->pl, r, 3, false, NULL, NULL), 0);
+			continue;
+		}
+		assert_int_equal(tfs_plog_txn_begin(w->f->pl, w->pid, 0, &t), 0);
+		assert_int_equal(tfs_plog_txn_append(t, r, 1), 0);
+		assert_int_equal(tfs_plog_txn_append(t, r + 1, 2), 0);
+		assert_int_equal(tfs_plog_txn_end(t, u % 4 != 3, false), 0);   /* every 4th aborts */
+	}
+	return NULL;
+}
+
+/* Two transactional writers and a plain one on one partition while a reader
+ * looks: a transaction's keys are seen all or none, an aborted one's never,
+ * and the last stable offset never passes the log end. */
+static void readers_see_transactions_whole_while_writers_run(void **state)
+{
+	struct fx *f = *state;
+	struct writer w[3] = { { f, 1 }, { f, 2 }, { f, -1 } };
+	pthread_t th[3];
+
+	open_pl(f);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, txn_writer, &w[i]), 0);
+	for (int round = 0; round < 200; round++) {
+		struct tfs_plog_stats st;
+		tfs_offset_t lso = tfs_plog_last_stable_offset(f->pl);
+		tfs_plog_stats(f->pl, &st);
+		assert_true(lso <= st.log_end_offset);
+		for (int pid = 1; pid <= 2; pid++) {
+			int u = round % THREAD_TXNS, seen = 0;
+			for (int i = 0; i < 3; i++) {
+				char k[32];
+				snprintf(k, sizeof(k), "%d-%d-%d", pid, u, i);
+				seen += live(f->pl, k);
+			}
+			/* the reads are not one snapshot: a commit may land between them,
+			 * but never takes a key away */
+			assert_true(seen == 0 || seen == 3 || (u % 4 != 3));
+			if (u % 4 == 3)
+				assert_int_equal(seen, 0);
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	for (int pid = 1; pid <= 2; pid++)
+		for (int u = 0; u < THREAD_TXNS; u++) {
+			char k[32];
+			snprintf(k, sizeof(k), "%d-%d-2", pid, u);
+			assert_int_equal(live(f->pl, k), u % 4 != 3);
+		}
+	assert_int_equal(tfs_plog_last_stable_offset(f->pl), t_plog_dense(f->pl));
+}
+
 /* ---- crashes ---- */
 
 #define CRASH_TXNS 6
@@ -334,6 +411,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(the_txnindex_holds_the_aborts_and_is_rebuilt, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(an_open_transaction_is_aborted_at_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(readers_see_transactions_whole_while_writers_run, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_leaves_whole_transactions, setup,
 		                                teardown),
 	};
