@@ -198,6 +198,44 @@ int tfs_header_next(struct tfs_slice *cursor, struct tfs_header *h);
  * tfs_batch_builder. Returns 0, -ENOMEM or TFS_ECORRUPT. */
 int tfs_record_headers(const struct tfs_record *r, struct tfs_header **hdrs, size_t *cap);
 
+/* ---- control records (the one record of a control batch) ----
+ * Key, 4 bytes: int16 version (0; a newer one reads as 0), int16 type
+ * (ControlRecordType: 0 ABORT, 1 COMMIT, others not transaction markers).
+ * Value of an end-transaction marker (EndTransactionMarker), 6 bytes: int16
+ * version (0), int32 coordinator epoch. A control batch has attributes
+ * transactional + control, codec none, base sequence -1, and the producer id
+ * and epoch of the transaction it ends. Whether a batch is a marker is decided
+ * by its control bit, never by a key's bytes. */
+#define TFS_CONTROL_ABORT 0
+#define TFS_CONTROL_COMMIT 1
+#define TFS_CONTROL_KEY_BYTES 4
+#define TFS_END_TXN_VALUE_BYTES 6
+
+/* The type of a control batch's record r, or -1 if its key is not a control
+ * key (short, null, or a negative version). */
+static inline int tfs_control_type(const struct tfs_record *r)
+{
+	if (r->key_null || r->key.len < TFS_CONTROL_KEY_BYTES ||
+	    (int16_t)(r->key.p[0] << 8 | r->key.p[1]) < 0)
+		return -1;
+	return (int16_t)(r->key.p[2] << 8 | r->key.p[3]);
+}
+
+/* Encodes an end-transaction marker's key (type) and value into key[4], value[6]. */
+static inline void tfs_control_encode(int type, int32_t coordinator_epoch,
+                                      uint8_t key[TFS_CONTROL_KEY_BYTES],
+                                      uint8_t value[TFS_END_TXN_VALUE_BYTES])
+{
+	key[0] = key[1] = 0;
+	key[2] = (uint8_t)((uint16_t)type >> 8);
+	key[3] = (uint8_t)type;
+	value[0] = value[1] = 0;
+	value[2] = (uint8_t)((uint32_t)coordinator_epoch >> 24);
+	value[3] = (uint8_t)((uint32_t)coordinator_epoch >> 16);
+	value[4] = (uint8_t)((uint32_t)coordinator_epoch >> 8);
+	value[5] = (uint8_t)coordinator_epoch;
+}
+
 /* A record to encode. key_null / value_null select Kafka's null (-1 length). */
 struct tfs_record_in {
 	struct tfs_slice key;

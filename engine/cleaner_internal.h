@@ -22,9 +22,6 @@
 /* Kafka's producer.id.expiration.ms default: a producer idle this long is no longer
  * "active", and its last batch need not be kept. */
 #define TFS_PRODUCER_EXPIRATION_MS 86400000LL
-/* Control record types (ControlRecordType). */
-#define TFS_CONTROL_ABORT 0
-#define TFS_CONTROL_COMMIT 1
 /* A batch declaring more bytes than this is corrupt (as in plog_read.c). */
 #define TFS_CLEANER_MAX_BATCH_BYTES (256u << 20)
 

@@ -83,7 +83,6 @@
 #define DECISIONS_INITIAL_CAP 64
 #define US_PER_MS 1000
 #define NS_PER_US 1000
-#define CONTROL_KEY_BYTES 4     /* int16 version, int16 type */
 
 static int64_t mono_us(void)
 {
@@ -222,11 +221,9 @@ int tfs__control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t l
 	struct tfs_record r;
 
 	if (tfs_record_iter_reset(it, batch, len, NULL) < 0 ||
-	    tfs_record_iter_next(it, &r, NULL) != 1 || r.key_null || r.key.len < CONTROL_KEY_BYTES)
+	    tfs_record_iter_next(it, &r, NULL) != 1)
 		return -1;
-	if ((int16_t)(r.key.p[0] << 8 | r.key.p[1]) < 0)
-		return -1;
-	return (int16_t)(r.key.p[2] << 8 | r.key.p[3]);
+	return tfs_control_type(&r);
 }
 
 static bool is_control(const struct tfs_batch_header *h)
@@ -1276,6 +1273,25 @@ static void discard_cleaned(struct tfs_plog *pl, struct out_seg *o)
 	o->seg = NULL;
 }
 
+/* Whether the written output o holds the batch at base offset (a marker: one
+ * record). Reads headers from the index's nearest entry on. */
+static bool marker_kept(const struct out_seg *o, tfs_offset_t offset)
+{
+	uint8_t hdr[TFS_BATCH_HEADER_BYTES];
+	tfs_pos_t pos = tfs_segment_lookup(o->seg, offset);
+
+	while (pos + (tfs_pos_t)sizeof(hdr) <= o->pos) {
+		struct tfs_batch_header h;
+		if (pread(o->fd, hdr, sizeof(hdr), pos) != (ssize_t)sizeof(hdr) ||
+		    tfs_batch_header_decode(hdr, sizeof(hdr), &h, NULL) < 0)
+			return false;
+		if (h.base_offset >= offset)
+			return h.base_offset == offset;
+		pos += (tfs_pos_t)tfs_batch_size(&h);
+	}
+	return false;
+}
+
 /* Step 5 for one group segs[0..n), which start at index first of the pass's
  * list; dirfd is the partition directory. */
 static int clean_group_in(struct tfs__cleaner_ctx *x, struct group_ctx *g,
@@ -1352,7 +1368,17 @@ read:
 		st->size_after += tfs_segment_size(segs[0]);
 		return 0;
 	}
+	/* The aborted transactions of the sources whose ABORT marker the output
+	 * kept, as they were written (Kafka keeps the AbortedTxn entries it read
+	 * for the markers it retains); a marker that went takes its entry along. */
+	for (int k = 0; k < n; k++)
+		for (uint32_t i = 0; i < segs[k]->aborted_count; i++)
+			if (marker_kept(&o, segs[k]->aborted[i].last_offset) &&
+			    (rc = tfs_segment_add_aborted(o.seg, &segs[k]->aborted[i])) < 0)
+				goto fail;
 	rc = tfs_segment_write_indexes_to(o.seg, dirfd, ".cleaned");
+	if (rc == 0)
+		rc = tfs_segment_write_txnindex(o.seg, dirfd, ".cleaned");
 	if (rc < 0)
 		goto fail;
 	if (aborted(g->in)) {

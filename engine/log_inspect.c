@@ -211,6 +211,8 @@ enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base)
 		return TFS_FILE_TIMEINDEX;
 	if (!strcmp(suffix, ".snapshot"))
 		return TFS_FILE_SNAPSHOT;
+	if (!strcmp(suffix, ".txnindex"))
+		return TFS_FILE_TXNINDEX;
 	return TFS_FILE_OTHER;
 }
 

@@ -106,6 +106,7 @@ enum tfs_file_kind {
 	TFS_FILE_INDEX,           /* <base>.index */
 	TFS_FILE_TIMEINDEX,       /* <base>.timeindex */
 	TFS_FILE_SNAPSHOT,        /* <base>.snapshot (producer state) */
+	TFS_FILE_TXNINDEX,        /* <base>.txnindex (aborted transactions) */
 	TFS_FILE_LEFTOVER,        /* *.cleaned, *.swap, *.deleted, *.tmp */
 	TFS_FILE_KAFKA,           /* leader-epoch-checkpoint, partition.metadata */
 	TFS_FILE_OTHER,           /* anything else (not ours) */

@@ -19,7 +19,11 @@
  *      (pl->stale_below) and reads TFS_EDAMAGED; the partition is marked
  *      uncleanable with the reason. Only topicctl repair truncates there.
  *   3. sealed segments whose .index/.timeindex are missing or differ from the
- *      rebuilt ones get them rewritten (logged).
+ *      rebuilt ones get them rewritten (logged); so does every segment's
+ *      .txnindex (the aborted transactions whose ABORT marker the scan met in
+ *      it). A transactional batch's keys reach the key directory only at its
+ *      transaction's COMMIT marker; a transaction still open at the end is
+ *      aborted by tfs_plog_open once recovery is done (its writer is gone).
  *   4. an empty directory gets an empty segment at offset 0.
  * A read-only open changes no file: a torn tail is skipped in memory, a completed
  * swap is read from its .swap file with its originals left out, and leftovers
@@ -246,8 +250,9 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 			tfs_segment_unref(sw);
 			for (size_t j = 0; j < d->nlogs; j++) {
 				if (d->logs[j] > base && d->logs[j] < next) {
-					static const char *const sfx[] = { ".log", ".index", ".timeindex" };
-					for (size_t k = 0; k < 3; k++) {
+					static const char *const sfx[] = { ".log", ".index", ".timeindex",
+					                                   ".txnindex" };
+					for (size_t k = 0; k < sizeof(sfx) / sizeof(sfx[0]); k++) {
 						char name[64];
 						snprintf(name, sizeof(name), "%020" PRId64 "%s", d->logs[j], sfx[k]);
 						remove_file(pl, name, "replaced by a completed swap");
@@ -303,7 +308,8 @@ static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
 		bool known = false;
 
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0 ||
-		    (strcmp(suffix, ".index") && strcmp(suffix, ".timeindex")))
+		    (strcmp(suffix, ".index") && strcmp(suffix, ".timeindex") &&
+		     strcmp(suffix, ".txnindex")))
 			continue;
 		for (size_t i = 0; i < d->nlogs && !known; i++)
 			known = d->logs[i] == base;
@@ -326,57 +332,186 @@ struct pending_keys {
 	size_t n, cap;
 };
 
+/* A producer's transaction as the scan follows it: the first offset of its
+ * open transaction, and the key changes of its records held until the marker
+ * (a COMMIT feeds them, an ABORT drops them). Keys are copied: the iterator's
+ * bytes go with the next batch. */
+struct scan_txn {
+	int64_t producer_id;
+	tfs_offset_t first;             /* -1: no open transaction */
+	struct pending_keys keys;       /* key.p: an offset into arena until fed */
+	uint8_t *arena;
+	size_t alen, acap;
+};
+
 /* What the scan of one partition carries from batch to batch. */
 struct scan_ctx {
 	uint8_t *buf;
 	size_t cap;
 	struct tfs_record_iter it;
 	struct pending_keys keys;
+	struct scan_txn *txn;           /* producers seen with transactional batches */
+	size_t ntxn, captxn;
 };
 
+static int pending_push(struct pending_keys *pk, struct tfs_slice key, bool remove,
+                        const struct tfs_keyinfo *info)
+{
+	if (pk->n == pk->cap) {
+		size_t ncap = pk->cap ? pk->cap * 2 : 256;
+		struct pending_key *nv = realloc(pk->v, ncap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		pk->v = nv;
+		pk->cap = ncap;
+	}
+	pk->v[pk->n++] = (struct pending_key){ key, remove, *info };
+	return 0;
+}
+
+static struct scan_txn *scan_txn_get(struct scan_ctx *sc, int64_t pid)
+{
+	for (size_t i = 0; i < sc->ntxn; i++)
+		if (sc->txn[i].producer_id == pid)
+			return &sc->txn[i];
+	if (sc->ntxn == sc->captxn) {
+		size_t ncap = sc->captxn ? sc->captxn * 2 : 4;
+		struct scan_txn *p = realloc(sc->txn, ncap * sizeof(*p));
+		if (!p)
+			return NULL;
+		sc->txn = p;
+		sc->captxn = ncap;
+	}
+	sc->txn[sc->ntxn] = (struct scan_txn){ .producer_id = pid, .first = -1 };
+	return &sc->txn[sc->ntxn++];
+}
+
+static void scan_txns_release(struct scan_ctx *sc)
+{
+	for (size_t i = 0; i < sc->ntxn; i++) {
+		free(sc->txn[i].keys.v);
+		free(sc->txn[i].arena);
+	}
+	free(sc->txn);
+}
+
+/* Feeds one key change to the key directory: here, or on the feed's thread for
+ * a large partition (started at its first large segment: the order holds). */
+static int feed_key(struct tfs_plog *pl, const struct pending_key *k)
+{
+	if (!pl->kdfeed) {
+		if (k->remove)
+			tfs_keydir_remove(pl->kd, k->key, k->info.offset);
+		else if (tfs_keydir_put(pl->kd, k->key, &k->info) < 0)
+			return -ENOMEM;
+	} else if (tfs__kdfeed_add(pl->kdfeed, k->key, k->remove, &k->info) < 0) {
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Holds a transactional batch's key changes (pk) on its producer until the
+ * marker. */
+static int txn_hold(struct scan_txn *t, const struct pending_keys *pk)
+{
+	for (size_t i = 0; i < pk->n; i++) {
+		struct pending_key k = pk->v[i];
+		if (t->alen + k.key.len > t->acap) {
+			size_t ncap = t->acap ? t->acap : 4096;
+			uint8_t *p;
+			while (ncap < t->alen + k.key.len)
+				ncap *= 2;
+			if (!(p = realloc(t->arena, ncap)))
+				return -ENOMEM;
+			t->arena = p;
+			t->acap = ncap;
+		}
+		memcpy(t->arena + t->alen, k.key.p, k.key.len);
+		k.key.p = (const uint8_t *)(uintptr_t)t->alen;
+		t->alen += k.key.len;
+		if (pending_push(&t->keys, k.key, k.remove, &k.info) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The marker of t's transaction at offset marker: a COMMIT feeds the held key
+ * changes, an ABORT drops them and notes the transaction on seg (its .txnindex
+ * entry, the last stable offset being the first offset of the oldest other open
+ * transaction, else the one past the marker - Kafka's rule). */
+static int txn_end(struct tfs_plog *pl, struct scan_ctx *sc, struct scan_txn *t, int type,
+                   struct tfs_segment *seg, tfs_offset_t marker)
+{
+	int rc = 0;
+
+	if (type == TFS_CONTROL_COMMIT) {
+		for (size_t i = 0; rc == 0 && i < t->keys.n; i++) {
+			struct pending_key k = t->keys.v[i];
+			k.key.p = t->arena + (uintptr_t)k.key.p;
+			rc = feed_key(pl, &k);
+		}
+	} else if (type == TFS_CONTROL_ABORT) {
+		/* no data seen (the cleaner took it): the file's first offset, if it
+		 * names this marker, is kept (tfs_segment_txnindex_match) */
+		struct tfs_aborted_txn a = { t->producer_id, t->first >= 0 ? t->first : marker,
+		                             marker, marker + 1 };
+		for (size_t i = 0; i < sc->ntxn; i++)
+			if (&sc->txn[i] != t && sc->txn[i].first >= 0 &&
+			    sc->txn[i].first < a.last_stable_offset)
+				a.last_stable_offset = sc->txn[i].first;
+		rc = tfs_segment_add_aborted(seg, &a);
+	}
+	if (type == TFS_CONTROL_COMMIT || type == TFS_CONTROL_ABORT) {
+		t->first = -1;
+		t->keys.n = 0;
+		t->alen = 0;
+	}
+	return rc;
+}
+
 /* Decodes every record of one CRC-valid batch and only then feeds them to the
- * key directory (in order: here, or on the feed's thread for a large partition). TFS_ECORRUPT (nothing
- * fed) with *why, -ENOMEM. */
-static int index_keys(struct tfs_plog *pl, struct scan_ctx *sc, const uint8_t *batch,
-                      size_t size, const char **why)
+ * key directory, in order. A transactional batch's changes wait for its
+ * transaction's COMMIT (README "Transactions"): an aborted or still open
+ * transaction's records never name a key. TFS_ECORRUPT (nothing fed) with
+ * *why, -ENOMEM. */
+static int index_keys(struct tfs_plog *pl, struct scan_ctx *sc, struct tfs_segment *seg,
+                      const uint8_t *batch, size_t size, const char **why)
 {
 	struct tfs_record_iter *it = &sc->it;
 	struct pending_keys *pk = &sc->keys;
 	struct tfs_record r;
+	int ctype = -1;
 	int rc = tfs_record_iter_reset(it, batch, size, why);
 
 	if (rc < 0)
 		return rc;
 	pk->n = 0;
 	while ((rc = tfs_record_iter_next(it, &r, why)) == 1) {
-		if (r.key_null || (it->h.attributes & TFS_ATTR_CONTROL))
-			continue;             /* transaction markers carry no data key */
-		if (pk->n == pk->cap) {
-			size_t ncap = pk->cap ? pk->cap * 2 : 256;
-			struct pending_key *nv = realloc(pk->v, ncap * sizeof(*nv));
-			if (!nv)
-				return -ENOMEM;
-			pk->v = nv;
-			pk->cap = ncap;
+		if (it->h.attributes & TFS_ATTR_CONTROL) {
+			ctype = tfs_control_type(&r);  /* markers carry no data key */
+			continue;
 		}
-		pk->v[pk->n++] = (struct pending_key){
-			r.key, r.value_null, { r.offset, r.timestamp, (uint32_t)r.value.len } };
+		if (r.key_null)
+			continue;
+		if (pending_push(pk, r.key, r.value_null,
+		                 &(struct tfs_keyinfo){ r.offset, r.timestamp, (uint32_t)r.value.len }) < 0)
+			return -ENOMEM;
 	}
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < pk->n; i++) {
-		const struct pending_key *k = &pk->v[i];
-		/* small partitions apply their keys here; a large one's go to the feed's
-		 * thread (started at its first large segment: the order holds) */
-		if (!pl->kdfeed) {
-			if (k->remove)
-				tfs_keydir_remove(pl->kd, k->key, k->info.offset);
-			else if (tfs_keydir_put(pl->kd, k->key, &k->info) < 0)
-				return -ENOMEM;
-		} else if (tfs__kdfeed_add(pl->kdfeed, k->key, k->remove, &k->info) < 0) {
+	if (it->h.producer_id >= 0 && (it->h.attributes & TFS_ATTR_TRANSACTIONAL)) {
+		struct scan_txn *t = scan_txn_get(sc, it->h.producer_id);
+		if (!t)
 			return -ENOMEM;
-		}
+		if (it->h.attributes & TFS_ATTR_CONTROL)
+			return txn_end(pl, sc, t, ctype, seg, it->h.base_offset);
+		if (t->first < 0)
+			t->first = it->h.base_offset;
+		return txn_hold(t, pk);
 	}
+	for (size_t i = 0; i < pk->n; i++)
+		if ((rc = feed_key(pl, &pk->v[i])) < 0)
+			return rc;
 	return 0;
 }
 
@@ -508,7 +643,7 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		if (fate == TFS_FATE_GOOD)
 			fate = tfs_damage_offsets(&h, expect, next_base, &why);
 		if (fate == TFS_FATE_GOOD) {
-			rc = index_keys(pl, sc, sc->buf + off, size, &why);
+			rc = index_keys(pl, sc, seg, sc->buf + off, size, &why);
 			if (rc == -ENOMEM || rc == TFS_EUNSUPPORTED)
 				break;
 			if (rc < 0)
@@ -654,6 +789,14 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		if (seg->base_offset > expect)
 			expect = seg->base_offset;
 		n++;
+		if (!pl->env.read_only && seg->corrupt_at < 0 &&
+		    !tfs_segment_txnindex_match(seg, pl->dirfd)) {
+			tfs_log_warn("recovery", "rebuilt .txnindex of %s/%020" PRId64 ".log", pl->path,
+			             seg->base_offset);
+			rc = tfs_segment_write_txnindex(seg, pl->dirfd, "");
+			if (rc < 0)
+				goto out;
+		}
 		if (last) {
 			/* as Kafka's recovery does, and its close: the newest timestamp
 			 * of the active segment gets its entry */
@@ -715,6 +858,7 @@ out:
 	tfs_record_iter_release(&sc.it);
 	free(sc.buf);
 	free(sc.keys.v);
+	scan_txns_release(&sc);
 	free(d.logs);
 	for (size_t k = 0; k < d.nswap_over; k++)
 		free(d.swap_name[k]);

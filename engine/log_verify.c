@@ -469,10 +469,15 @@ static int verify_partition(struct tfs_verify_ctx *ctx, const char *dir, tfs_off
 		const struct tfs_dir_file *f = &l.files[i];
 
 		join(path, sizeof(path), dir, f->name);
+		if (f->kind == TFS_FILE_TXNINDEX && f->size_bytes % TFS_TXNINDEX_ENTRY_BYTES != 0)
+			PROBLEM(ctx, path, -1, ".txnindex of %" PRId64 " bytes: not whole %d-byte "
+			        "entries (the next open rebuilds it)", f->size_bytes,
+			        TFS_TXNINDEX_ENTRY_BYTES);
 		switch (f->kind) {
 		case TFS_FILE_LEFTOVER:
 			PROBLEM(ctx, path, -1, "%s", leftover_reason(f->name));
 			break;
+		case TFS_FILE_TXNINDEX:               /* goes with its segment, as the others */
 		case TFS_FILE_INDEX:
 		case TFS_FILE_TIMEINDEX: {
 			bool have_log = false;

@@ -200,6 +200,9 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 	tfs__pstate_recovered(pl, pl->dirfd);
 	close(pl->dirfd);          /* held only while recovery runs (plog_internal.h) */
 	pl->dirfd = -1;
+	/* a transaction left open has lost its writer; a failure leaves it open
+	 * (logged), its records unseen, for the next open to try again */
+	(void)tfs__plog_abort_open_txns(pl);
 	*out = pl;
 	return 0;
 fail_locks:
@@ -290,7 +293,7 @@ const char *tfs_plog_path(const struct tfs_plog *pl)
 /* ---- appends ---- */
 
 /* Upper bound of one record's encoded size (batch_codec.h). */
-static size_t record_bytes(const struct tfs_append_rec *r)
+size_t tfs__plog_record_bytes(const struct tfs_append_rec *r)
 {
 	size_t n = TFS_RECORD_BOUND_OVERHEAD + r->key.len + r->value.len;
 
@@ -342,8 +345,8 @@ int64_t tfs_plog_value_max(int32_t max_message_bytes, size_t key_len, bool key_n
 
 /* Whether a unit cannot fit one batch of max.message.bytes: exactly Kafka's rule
  * (the batch's size) for one record without headers, else the bound. */
-static bool unit_too_big(int32_t max_message_bytes, const struct tfs_append_rec *recs,
-                         size_t count, size_t bytes)
+bool tfs__plog_unit_too_big(int32_t max_message_bytes, const struct tfs_append_rec *recs,
+                            size_t count, size_t bytes)
 {
 	if (count == 1 && recs[0].header_count == 0)
 		return (int64_t)recs[0].value.len >
@@ -511,9 +514,8 @@ static void batch_params(struct tfs_plog *pl, tfs_offset_t base, struct tfs_batc
 	p->base_sequence = -1;
 }
 
-/* Adds a unit's records to b, every one with timestamp ts. 0 or the builder's error. */
-static int add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs, size_t count,
-                    int64_t ts)
+int tfs__plog_add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs,
+                       size_t count, int64_t ts)
 {
 	int rc = 0;
 
@@ -588,6 +590,43 @@ struct producer_change {
 	struct tfs_pstate_undo undo;     /* the producer's entry before it */
 };
 
+/* An end-transaction marker of the engine's own (plog_txn.c) at offset next:
+ * its producer's epoch must be current (else TFS_EFENCED, for its waiter
+ * alone); it ends the open transaction, and an ABORT notes the transaction's
+ * .txnindex entry in w->pre->aborted. Returns 1 if recorded, 0 if refused, or
+ * -ENOMEM. */
+static int marker_check(struct tfs_plog *pl, struct tfs__waiter *w, tfs_offset_t next,
+                        struct producer_change *c)
+{
+	struct tfs_pstate_entry e;
+	tfs_offset_t txn_first = -1, unstable;
+	int rc;
+
+	if (tfs_pstate_get(pl->pstate, w->pre->pin.producer_id, &e) == 0) {
+		if (e.epoch > w->pre->pin.epoch) {
+			tfs_log_warn("plog", "%s: refused the marker of producer %" PRId64 " epoch %d: "
+			             "fenced by epoch %d", pl->path, w->pre->pin.producer_id,
+			             w->pre->pin.epoch, e.epoch);
+			w->refused = TFS_EFENCED;
+			w->skip = true;
+			return 0;
+		}
+		txn_first = e.txn_first_offset;
+	}
+	*c = (struct producer_change){ .in = &w->pre->pin, .first = next };
+	rc = tfs_pstate_apply(pl->pstate, c->in, next, &c->undo);
+	if (rc < 0)
+		return rc;
+	unstable = tfs_pstate_first_unstable(pl->pstate);
+	w->pre->aborted = (struct tfs_aborted_txn){
+		.producer_id = w->pre->pin.producer_id,
+		.first_offset = txn_first >= 0 ? txn_first : next,
+		.last_offset = next,
+		.last_stable_offset = unstable >= 0 ? unstable : next + 1,
+	};
+	return 1;
+}
+
 /* A producer's batch meets its producer's state (producer_state.h) before it is
  * given offsets: a duplicate is answered with the original offsets, a refusal
  * goes to its waiter alone, and either way nothing of it is written. An accepted
@@ -598,7 +637,11 @@ static int producer_check(struct tfs_plog *pl, struct tfs__waiter *w, tfs_offset
 {
 	struct tfs_pstate_batch dup;
 	const char *why = NULL;
-	int rc = tfs_pstate_check(pl->pstate, &w->pre->pin, &dup, &why);
+	int rc;
+
+	if (w->pre->marker)
+		return marker_check(pl, w, next, c);
+	rc = tfs_pstate_check(pl->pstate, &w->pre->pin, &dup, &why);
 
 	if (rc == TFS_PSTATE_DUPLICATE) {
 		tfs_log_info("plog", "%s: producer %" PRId64 " resent sequence %" PRId32
@@ -671,6 +714,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	int64_t incoming_ts = INT64_MIN;     /* the newest timestamp of the group */
 	struct producer_change *chg = NULL;  /* by producer unit recorded, in order */
 	size_t nchg = 0;
+	bool txnindex_changed = false;
 
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		int64_t ts = w->pre && w->pre->producer &&
@@ -750,7 +794,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		}
 		w->first = next;
 		w->timestamp = now;
-		rc = add_unit(&pl->builder, w->recs, w->count, now);
+		rc = tfs__plog_add_unit(&pl->builder, w->recs, w->count, now);
 		if (rc < 0)
 			goto out;
 		next += (tfs_offset_t)w->count;
@@ -829,7 +873,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		nops = 0;
 		if (kops_reserve(pl, nrecs) == 0) {
 			for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
-				for (size_t i = 0; !w->skip && i < w->count; i++) {
+				bool txn = w->pre && (w->pre->txn_data || w->pre->marker);
+				for (size_t i = 0; !w->skip && !txn && i < w->count; i++) {
 					const struct tfs_append_rec *r = &w->recs[i];
 					struct tfs_keydir_op *op;
 					if (r->key_null)
@@ -863,7 +908,31 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	if (kops_failed || tfs_keydir_apply(pl->kd, pl->kops, nops) < 0)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
 		              pl->path);
+	/* Markers last: a COMMIT's keys become visible with it, an ABORT's entry
+	 * goes to the segment that holds it (its .txnindex, written below). */
+	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+		if (w->skip || !w->pre || !w->pre->marker)
+			continue;
+		if (w->pre->commit) {
+			if (tfs_keydir_apply(pl->kd, w->pre->txn_ops, w->pre->txn_nops) < 0)
+				tfs_log_error("plog", "out of memory indexing keys of %s; remount to "
+				              "rebuild", pl->path);
+		} else if (tfs_segment_add_aborted(seg, &w->pre->aborted) < 0) {
+			tfs_log_error("plog", "out of memory noting an aborted transaction of %s; "
+			              "the next open rebuilds its .txnindex", pl->path);
+		} else {
+			txnindex_changed = true;
+		}
+	}
 	pthread_rwlock_unlock(&pl->lock);
+	if (txnindex_changed) {
+		/* derived data: a failure (logged) is mended by the next open's scan */
+		int dirfd = tfs__plog_dir_open(pl);
+		if (dirfd >= 0) {
+			(void)tfs_segment_write_txnindex(seg, dirfd, "");
+			close(dirfd);
+		}
+	}
 	if (pl->append_hook)
 		pl->append_hook(pl->append_hook_arg, pl);       /* long polls wake */
 	if (!durable) {
@@ -1003,7 +1072,7 @@ static int preencode(struct tfs__preencoded *pre, const struct tfs_batch_params 
 	if (rc == 0)
 		rc = tfs_batch_builder_reserve(&e->builder, bytes);
 	if (rc == 0)
-		rc = add_unit(&e->builder, recs, count, pre->timestamp);
+		rc = tfs__plog_add_unit(&e->builder, recs, count, pre->timestamp);
 	for (size_t i = 0; rc == 0 && i < count; i++)
 		if (!recs[i].key_null)
 			e->hashes[i] = tfs_keydir_hash(recs[i].key);
@@ -1043,7 +1112,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	 * config is read under q_lock, which tfs_plog_set_config takes. */
 	if (given) {
 		self.pre = given;
-	} else if (count > 0 && unit_too_big(pl->cfg.max_message_bytes, recs, count, bytes)) {
+	} else if (count > 0 && tfs__plog_unit_too_big(pl->cfg.max_message_bytes, recs, count, bytes)) {
 		pthread_mutex_unlock(&pl->q_lock);
 		self.result = -EFBIG;
 		goto release;
@@ -1131,8 +1200,15 @@ release:
 	return self.result;
 }
 
-/* An internal topic's partitions take records from their owner only. */
-static int refuse_internal(const struct tfs_plog *pl)
+int tfs__plog_submit_encoded(struct tfs_plog *pl, const struct tfs_append_rec *recs,
+                             size_t count, size_t bytes, bool durable,
+                             struct tfs__preencoded *pre, tfs_offset_t *first,
+                             int64_t *timestamp)
+{
+	return submit(pl, recs, count, bytes, durable, NULL, NULL, pre, first, timestamp);
+}
+
+int tfs__plog_refuse_internal(const struct tfs_plog *pl)
 {
 	tfs_log_warn("plog", "refusing a write to %s: an internal topic, written only by its "
 	             "owner", pl->path);
@@ -1143,7 +1219,7 @@ int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size
                     bool durable, tfs_offset_t *first, int64_t *timestamp)
 {
 	if (pl->internal)
-		return refuse_internal(pl);
+		return tfs__plog_refuse_internal(pl);
 	return tfs__plog_append_internal(pl, recs, count, durable, first, timestamp);
 }
 
@@ -1157,7 +1233,7 @@ int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *
 	if (count == 0)
 		return -EINVAL;
 	for (size_t i = 0; i < count; i++)
-		bytes += record_bytes(&recs[i]);
+		bytes += tfs__plog_record_bytes(&recs[i]);
 	return submit(pl, recs, count, bytes, durable, NULL, NULL, NULL, first, timestamp);
 }
 
@@ -1196,7 +1272,7 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 	rec.value = tfs_slice_make(joined, base + a->suffix.len);
 	w.recs = &rec;
 	w.count = 1;
-	w.bytes = record_bytes(&rec);
+	w.bytes = tfs__plog_record_bytes(&rec);
 	w.durable = a->durable;
 	/* the config only changes in an exclusive request of its own */
 	if (w.bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes)
@@ -1220,7 +1296,7 @@ int tfs_plog_append_onto(struct tfs_plog *pl, struct tfs_slice key, struct tfs_s
 	if (pl->env.read_only)
 		return TFS_EREADONLY;
 	if (pl->internal)
-		return refuse_internal(pl);
+		return tfs__plog_refuse_internal(pl);
 	rc = tfs__plog_run_exclusive(pl, append_onto_exclusive, &a);
 	if (rc == 0) {
 		if (first)
@@ -1264,7 +1340,7 @@ int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool 
 	if (pl->env.read_only)
 		return TFS_EREADONLY;
 	if (pl->internal)
-		return refuse_internal(pl);
+		return tfs__plog_refuse_internal(pl);
 	pthread_mutex_lock(&pl->q_lock);
 	cfg = (struct tfs__produce_cfg){
 		.compression = pl->cfg.compression,

@@ -159,6 +159,74 @@ typedef void (*tfs_plog_records_fn)(void *arg, const struct tfs_append_rec *recs
 int tfs_plog_append_batch(struct tfs_plog *pl, uint8_t *batch, size_t len, bool durable,
                           tfs_offset_t *first, size_t *count, tfs_plog_records_fn committed,
                           void *arg);
+/* ---- transactions of the engine's own (plog_txn.c) ----
+ *
+ * A transaction is Kafka's, written as a broker writes a transactional
+ * producer's: data batches with the transactional bit, the producer id and
+ * epoch it was begun with and consecutive sequences from 0, then one control
+ * batch, COMMIT or ABORT. Its records name no key until the COMMIT is written;
+ * the key directory then takes them with the marker, in the same publish (an
+ * ABORT's never do). So readers of keys see all of a transaction or none of it.
+ * An ABORT is noted in the .txnindex of the segment that holds it (segment.h).
+ * The last stable offset (tfs_plog_last_stable_offset) is the first offset of
+ * the oldest open transaction, else the log end. A transaction left open by a
+ * crash is aborted when the partition next opens (not read-only): its writer
+ * is gone and nothing can commit it any more.
+ *
+ *   begin --append*--> open --commit--> COMMIT written, keys visible, freed
+ *                           \--abort---> ABORT written (nothing if no data), freed
+ *
+ * A key also written outside the transaction while it is open: its newest
+ * record by offset wins, as in the log (Kafka's rule for compaction), except
+ * that a tombstone written outside after the transaction's record and before
+ * its COMMIT is not remembered by the key directory: the COMMIT then brings
+ * the key back until the cleaner or the next open settles it.
+ * Threads: one transaction is used by one thread at a time (its owner's lock). */
+struct tfs_plog_txn;
+
+/* Begins a transaction of producer_id (>= 0, from tfs_engine_producer_id) and
+ * epoch on pl. Nothing is written yet. Caller owns *out: end it with
+ * tfs_plog_txn_end. -ENOMEM, TFS_EREADONLY. */
+int tfs_plog_txn_begin(struct tfs_plog *pl, int64_t producer_id, int16_t epoch,
+                       struct tfs_plog_txn **out);
+/* Appends count records as one transactional batch (one unit, all or none, as
+ * tfs_plog_append). Keys stay unseen until the commit. Errors: as
+ * tfs_plog_append; TFS_EFENCED / TFS_ESEQUENCE if another writer took the
+ * producer id. A failed append leaves the transaction open (abort it). */
+int tfs_plog_txn_append(struct tfs_plog_txn *t, const struct tfs_append_rec *recs, size_t count);
+/* Records appended by t so far. */
+size_t tfs_plog_txn_records(const struct tfs_plog_txn *t);
+/* Ends t: commit writes COMMIT and makes its keys visible, else ABORT (a
+ * transaction that appended nothing writes no marker). durable: as
+ * tfs_plog_append. Frees t whatever the result (NULL ok: 0). Errors: the
+ * marker's append errors; the transaction then stays open in the log until the
+ * next open aborts it, and its keys stay unseen. */
+int tfs_plog_txn_end(struct tfs_plog_txn *t, bool commit, bool durable);
+
+/* fn(arg, keys, n) is called by tfs_plog_txn_end once a COMMIT is written,
+ * with the keys the transaction wrote (borrowed for the call; a key written
+ * twice is there twice), so that a caller can act on them. */
+typedef void (*tfs_plog_keys_fn)(void *arg, const struct tfs_slice *keys, size_t n);
+void tfs_plog_txn_on_commit(struct tfs_plog_txn *t, tfs_plog_keys_fn fn, void *arg);
+/* Frees t without writing anything: its transaction, if it appended, stays
+ * open in the log until the next open aborts it. Touches no partition (it may
+ * follow the log's close). NULL ok. */
+void tfs_plog_txn_discard(struct tfs_plog_txn *t);
+
+/* The last stable offset: the first offset of the oldest open transaction,
+ * else the log end offset. Any thread. */
+tfs_offset_t tfs_plog_last_stable_offset(struct tfs_plog *pl);
+/* Copies into out[0, cap) the aborted transactions whose ABORT marker is at or
+ * past from and whose first offset is below upto, in marker order (what a
+ * read_committed fetch of [from, upto) needs); returns how many exist. */
+size_t tfs_plog_aborted_txns(struct tfs_plog *pl, tfs_offset_t from, tfs_offset_t upto,
+                             struct tfs_aborted_txn *out, size_t cap);
+/* The state of the transactional record at offset of producer_id: open (no
+ * marker yet), committed, or aborted. */
+enum tfs_txn_state { TFS_TXN_NONE = 0, TFS_TXN_OPEN, TFS_TXN_COMMITTED, TFS_TXN_ABORTED };
+enum tfs_txn_state tfs_plog_txn_state(struct tfs_plog *pl, int64_t producer_id,
+                                      tfs_offset_t offset);
+
 /* Makes every record appended so far durable. */
 int tfs_plog_sync(struct tfs_plog *pl);
 /* Fsyncs if the oldest unsynced append is older than max_age_ms (flush.ms). */

@@ -59,9 +59,12 @@ void tfs_plog_fetch_release(struct tfs_plog_fetch *f)
 	f->bytes = 0;
 }
 
-int tfs_plog_fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, bool min_one,
-                   struct tfs_plog_fetch *out)
+/* The batches from offset from on, up to the high watermark or, with
+ * committed, the last stable offset. */
+static int fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, bool min_one,
+                 bool committed, struct tfs_plog_fetch *out)
 {
+	tfs_offset_t bound, unstable;
 	struct tfs_seglist *l;
 	struct scan sc = { 0 };
 	tfs_pos_t active_size, pos;
@@ -73,6 +76,9 @@ int tfs_plog_fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, boo
 	l = pl->segs;
 	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
 	out->high_watermark = pl->end_offset;
+	unstable = tfs_pstate_first_unstable(pl->pstate);   /* read with the watermark */
+	out->last_stable = unstable >= 0 && unstable < pl->end_offset ? unstable : pl->end_offset;
+	bound = committed ? out->last_stable : out->high_watermark;
 	active_size = tfs_segment_size(l->seg[l->count - 1]);
 	idx = tfs__seglist_find(l, from);
 	if (idx < 0)
@@ -85,7 +91,7 @@ int tfs_plog_fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, boo
 		tfs__seglist_put(l);
 		return -ERANGE;
 	}
-	if (from == out->high_watermark) {
+	if (from >= bound) {
 		tfs__seglist_put(l);
 		return 0;
 	}
@@ -116,7 +122,7 @@ int tfs_plog_fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, boo
 				pos += (tfs_pos_t)size;     /* (1): before the wanted offset */
 				continue;
 			}
-			if (h.base_offset >= out->high_watermark) {
+			if (h.base_offset >= bound) {
 				done = true;
 				break;
 			}
@@ -141,6 +147,18 @@ out:
 		tfs_plog_fetch_release(out);
 	tfs__seglist_put(l);
 	return rc;
+}
+
+int tfs_plog_fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, bool min_one,
+                   struct tfs_plog_fetch *out)
+{
+	return fetch(pl, from, max_bytes, min_one, false, out);
+}
+
+int tfs_plog_fetch_committed(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes,
+                             bool min_one, struct tfs_plog_fetch *out)
+{
+	return fetch(pl, from, max_bytes, min_one, true, out);
 }
 
 int tfs_plog_span_fd(const struct tfs_plog_span *s)

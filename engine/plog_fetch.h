@@ -43,6 +43,8 @@ struct tfs_plog_span {
 struct tfs_plog_fetch {
 	tfs_offset_t log_start;            /* first offset still on disk */
 	tfs_offset_t high_watermark;       /* next offset to assign */
+	tfs_offset_t last_stable;          /* first offset of the oldest open transaction,
+	                                    * else high_watermark (partition_log.h) */
 	tfs_offset_t next;                 /* after the last batch returned (from when none) */
 	size_t bytes;                      /* sum of the spans' lengths */
 	int nspans;
@@ -57,6 +59,12 @@ struct tfs_plog_fetch {
  * parse; -EIO. On error no span is held. */
 int tfs_plog_fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, bool min_one,
                    struct tfs_plog_fetch *out);
+/* tfs_plog_fetch for a read_committed consumer: no batch at or past the last
+ * stable offset is returned (a fetch from it gives no span). The aborted
+ * transactions the returned range overlaps come from tfs_plog_aborted_txns
+ * (from, out->next). */
+int tfs_plog_fetch_committed(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes,
+                             bool min_one, struct tfs_plog_fetch *out);
 /* Drops the spans' references. Idempotent. */
 void tfs_plog_fetch_release(struct tfs_plog_fetch *f);
 

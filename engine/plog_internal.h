@@ -88,6 +88,9 @@ struct tfs_seglist *tfs__seglist_alloc(int count);
 /* Index of the last segment with base <= offset, or -1. */
 int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
 
+/* An internal topic's partitions take records from their owner only: every
+ * other append path calls this, which logs and returns -EPERM. */
+int tfs__plog_refuse_internal(const struct tfs_plog *pl);
 /* tfs_plog_append for the owner of an internal topic (engine/groups.c). */
 int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
                               bool durable, tfs_offset_t *first, int64_t *timestamp);
@@ -140,7 +143,35 @@ struct tfs__preencoded {
 	bool has_producer_id;              /* marks its segment for the cleaner */
 	struct tfs_pstate_in pin;          /* has_producer_id: what the state checks */
 	bool duplicate;                    /* set by the leader: nothing appended */
+	/* A transaction's batches (plog_txn.c): data keeps its keys out of the key
+	 * directory until the COMMIT marker, which carries them (txn_ops, applied
+	 * with the marker); an ABORT marker adds a .txnindex entry. */
+	bool txn_data;
+	bool marker, commit;               /* an end-transaction marker, COMMIT or ABORT */
+	const struct tfs_keydir_op *txn_ops;
+	size_t txn_nops;
+	struct tfs_aborted_txn aborted;    /* set by the leader for an ABORT marker */
 };
+
+/* partition_log.c: runs a unit its appender encoded (pre: producer, with its
+ * producer fields in pre->pin) through the group-commit queue, count records
+ * at recs of about bytes. *first, *timestamp as tfs_plog_append. */
+int tfs__plog_submit_encoded(struct tfs_plog *pl, const struct tfs_append_rec *recs,
+                             size_t count, size_t bytes, bool durable,
+                             struct tfs__preencoded *pre, tfs_offset_t *first,
+                             int64_t *timestamp);
+/* plog_txn.c: writes an ABORT for every transaction the recovered log holds
+ * open (tfs_plog_open, after recovery). 0 or the marker's append error. */
+int tfs__plog_abort_open_txns(struct tfs_plog *pl);
+/* Adds a unit's records to b, every one with timestamp ts (partition_log.c). 0
+ * or the builder's error. */
+int tfs__plog_add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs,
+                       size_t count, int64_t ts);
+/* Upper bound of one record's encoded size; whether a unit cannot be one batch
+ * of max_message_bytes (partition_log.c). */
+size_t tfs__plog_record_bytes(const struct tfs_append_rec *r);
+bool tfs__plog_unit_too_big(int32_t max_message_bytes, const struct tfs_append_rec *recs,
+                            size_t count, size_t bytes);
 
 /* What the producer path needs of the topic config, read under q_lock. */
 struct tfs__produce_cfg {

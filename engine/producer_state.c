@@ -207,6 +207,19 @@ int tfs_pstate_apply(struct tfs_pstate *ps, const struct tfs_pstate_in *in,
 	return 0;
 }
 
+tfs_offset_t tfs_pstate_first_unstable(struct tfs_pstate *ps)
+{
+	tfs_offset_t first = -1;
+
+	pthread_mutex_lock(&ps->lock);
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->e[i].txn_first_offset >= 0 &&
+		    (first < 0 || ps->e[i].txn_first_offset < first))
+			first = ps->e[i].txn_first_offset;
+	pthread_mutex_unlock(&ps->lock);
+	return first;
+}
+
 void tfs_pstate_undo(struct tfs_pstate *ps, int64_t producer_id,
                      const struct tfs_pstate_undo *undo)
 {

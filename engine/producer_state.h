@@ -127,6 +127,10 @@ void tfs_pstate_undo(struct tfs_pstate *ps, int64_t producer_id,
 tfs_offset_t tfs_pstate_end_offset(struct tfs_pstate *ps);
 void tfs_pstate_set_end_offset(struct tfs_pstate *ps, tfs_offset_t end);
 
+/* The first offset of the oldest open transaction, or -1 when none is open:
+ * the last stable offset is this, else the end offset. */
+tfs_offset_t tfs_pstate_first_unstable(struct tfs_pstate *ps);
+
 /* Removes producers idle for expiration_ms (now - last timestamp >= it) that have
  * no open transaction (Kafka's producer.id.expiration.ms). Returns how many. */
 size_t tfs_pstate_expire(struct tfs_pstate *ps, int64_t now_ms, int64_t expiration_ms);

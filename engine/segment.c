@@ -18,7 +18,12 @@
 #define SEGMENT_FILE_MODE 0644
 #define INDEX_FILE_MAX (64u << 20)   /* refuse to load index files larger than this */
 
-static const char *const suffixes[] = { ".log", ".index", ".timeindex" };
+/* A segment's files; a .txnindex exists only when the segment holds an ABORT
+ * marker, so every user of this list takes a missing file as fine. */
+static const char *const suffixes[] = { ".log", ".index", ".timeindex", ".txnindex" };
+
+static int write_whole(struct tfs_io *io, int dirfd, const char *name, const void *buf,
+                       size_t len);
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -158,6 +163,7 @@ void tfs_segment_unref(struct tfs_segment *s)
 		unlink_files(s);
 	free(s->index);
 	free(s->tindex);
+	free(s->aborted);
 	free(s->damage);
 	tfs__tally_free(s->tally);
 	pthread_mutex_destroy(&s->tally_lock);
@@ -469,6 +475,115 @@ out:
 	return match;
 }
 
+int tfs_segment_add_aborted(struct tfs_segment *s, const struct tfs_aborted_txn *a)
+{
+	if (s->aborted_count == s->aborted_cap) {
+		uint32_t cap = s->aborted_cap ? s->aborted_cap * 2 : 4;
+		struct tfs_aborted_txn *p = realloc(s->aborted, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->aborted = p;
+		s->aborted_cap = cap;
+	}
+	s->aborted[s->aborted_count++] = *a;
+	return 0;
+}
+
+/* The .txnindex bytes of the in-memory list; *buf NULL when it is empty. */
+static int encode_txnindex(const struct tfs_segment *s, uint8_t **buf, size_t *len)
+{
+	uint8_t *p;
+
+	*buf = NULL;
+	*len = (size_t)s->aborted_count * TFS_TXNINDEX_ENTRY_BYTES;
+	if (*len == 0)
+		return 0;
+	if (!(p = malloc(*len)))
+		return -ENOMEM;
+	*buf = p;
+	for (uint32_t i = 0; i < s->aborted_count; i++, p += TFS_TXNINDEX_ENTRY_BYTES) {
+		const struct tfs_aborted_txn *a = &s->aborted[i];
+		p[0] = (uint8_t)(TFS_TXNINDEX_VERSION >> 8);
+		p[1] = (uint8_t)TFS_TXNINDEX_VERSION;
+		put_be64(p + 2, (uint64_t)a->producer_id);
+		put_be64(p + 10, (uint64_t)a->first_offset);
+		put_be64(p + 18, (uint64_t)a->last_offset);
+		put_be64(p + 26, (uint64_t)a->last_stable_offset);
+	}
+	return 0;
+}
+
+int tfs_segment_write_txnindex(struct tfs_segment *s, int dirfd, const char *suffix)
+{
+	uint8_t *buf = NULL;
+	size_t len;
+	char name[96];
+	int rc = encode_txnindex(s, &buf, &len);
+
+	snprintf(name, sizeof(name), "%020" PRId64 ".txnindex%s", s->base_offset, suffix);
+	if (rc < 0)
+		goto out;
+	if (!buf) {
+		rc = tfs_io_unlinkat(s->io, dirfd, name, 0);
+		if (rc == -ENOENT)
+			rc = 0;
+	} else if (suffix[0] == '\0') {
+		rc = tfs_file_replace(s->io, dirfd, name, buf, len);
+	} else {
+		rc = write_whole(s->io, dirfd, name, buf, len);
+	}
+out:
+	if (rc < 0)
+		tfs_log_error("segment", "cannot write %s/%s: %s", s->dir, name, tfs_strerror(rc));
+	free(buf);
+	return rc;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int tfs_segment_txnindex_match(struct tfs_segment *s, int dirfd)
+{
+	char name[64], *file = NULL;
+	const uint8_t *p;
+	size_t flen = 0;
+	int rc;
+
+	snprintf(name, sizeof(name), "%020" PRId64 ".txnindex", s->base_offset);
+	rc = tfs_file_read_all(s->io, dirfd, name, INDEX_FILE_MAX, &file, &flen);
+	if (rc == -ENOENT)
+		return s->aborted_count == 0;
+	if (rc < 0 || flen != (size_t)s->aborted_count * TFS_TXNINDEX_ENTRY_BYTES) {
+		free(file);
+		return 0;
+	}
+	p = (const uint8_t *)file;
+	for (uint32_t i = 0; i < s->aborted_count; i++, p += TFS_TXNINDEX_ENTRY_BYTES) {
+		if ((p[0] << 8 | p[1]) != TFS_TXNINDEX_VERSION ||
+		    (int64_t)get_be64(p + 2) != s->aborted[i].producer_id ||
+		    (int64_t)get_be64(p + 18) != s->aborted[i].last_offset ||
+		    (int64_t)get_be64(p + 10) > s->aborted[i].last_offset) {
+			free(file);
+			return 0;
+		}
+	}
+	/* the same transactions: the file's first offsets and LSOs are the ones
+	 * written with the markers, which a scan of a cleaned log cannot know */
+	p = (const uint8_t *)file;
+	for (uint32_t i = 0; i < s->aborted_count; i++, p += TFS_TXNINDEX_ENTRY_BYTES) {
+		s->aborted[i].first_offset = (tfs_offset_t)get_be64(p + 10);
+		s->aborted[i].last_stable_offset = (tfs_offset_t)get_be64(p + 26);
+	}
+	free(file);
+	return 1;
+}
+
 int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size)
 {
 	int fd = tfs_fdcache_get(s->fdcache, &s->log), rc;
@@ -670,6 +785,11 @@ int tfs_segment_rename_files(struct tfs_segment *s, int dirfd, const char *from,
 		if (rc < 0)
 			goto fail;
 	}
+	snprintf(a, sizeof(a), "%020" PRId64 ".txnindex%s", s->base_offset, from);
+	snprintf(b, sizeof(b), "%020" PRId64 ".txnindex%s", s->base_offset, to);
+	rc = tfs_io_renameat(s->io, dirfd, a, dirfd, b);
+	if (rc < 0 && rc != -ENOENT)
+		goto fail;
 	return 0;
 fail:
 	tfs_log_error("segment", "cannot rename %s/%s to %s: %s", s->dir, a, b, tfs_strerror(rc));

@@ -12,6 +12,16 @@
  *                          4    4 position of that batch in the .log
  *   <base>.timeindex       0    8 max timestamp seen so far
  *                          8    4 relative offset of the record with it
+ *   <base>.txnindex        0    2 version = 0  (34 bytes an entry, Kafka's AbortedTxn)
+ *                          2    8 producer id
+ *                         10    8 first offset of the aborted transaction
+ *                         18    8 last offset: the offset of its ABORT marker
+ *                         26    8 last stable offset once the marker was written
+ *     One entry per aborted transaction whose ABORT marker is in this segment, in
+ *     marker order; no file when there is none. Derived data like the other two:
+ *     the open-time scan rebuilds it, and a file is valid if and only if its size
+ *     is 34 * N, every version is 0 and it names the transactions (producer id,
+ *     marker offset) whose ABORT marker the scan met here, in order.
  *
  * An index entry is added before appending a batch once more than
  * index.interval.bytes (4096) were appended since the last entry (Kafka's rule, so
@@ -41,6 +51,8 @@
 #define TFS_SEGMENT_NAME_DIGITS 20
 #define TFS_INDEX_ENTRY_BYTES 8
 #define TFS_TIMEINDEX_ENTRY_BYTES 12
+#define TFS_TXNINDEX_ENTRY_BYTES 34
+#define TFS_TXNINDEX_VERSION 0
 
 struct tfs__tally;
 
@@ -83,6 +95,10 @@ struct tfs_segment {
 	uint32_t index_count, index_cap;
 	struct tfs_timeindex_entry *tindex;
 	uint32_t tindex_count, tindex_cap;
+	/* Aborted transactions whose marker is here, by marker offset: appended
+	 * under the partition's write lock, read under its read lock. */
+	struct tfs_aborted_txn *aborted;
+	uint32_t aborted_count, aborted_cap;
 	int64_t bytes_since_index;
 	int64_t index_interval_bytes;
 
@@ -181,6 +197,18 @@ int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync);
 /* Loads .index/.timeindex and checks them against the in-memory ones built by a
  * scan: returns 1 if the files match, 0 if missing or different. */
 int tfs_segment_indexes_match(struct tfs_segment *s);
+/* Adds an aborted transaction (marker offset past every one held) to the
+ * in-memory list. 0 or -ENOMEM (nothing changed). */
+int tfs_segment_add_aborted(struct tfs_segment *s, const struct tfs_aborted_txn *a);
+/* Writes <base>.txnindex<suffix> from the in-memory list (suffix "": tmp +
+ * rename, else straight, as tfs_segment_write_indexes_to), or removes it when
+ * the list is empty. 0 or a negative errno (logged). */
+int tfs_segment_write_txnindex(struct tfs_segment *s, int dirfd, const char *suffix);
+/* Whether <base>.txnindex names exactly the transactions of the in-memory list
+ * (a scan's: producer id and marker offset, in order; no file for an empty
+ * one): 1, and the list takes the file's first offsets and LSOs (a cleaned
+ * log's scan may no longer see a transaction's first batch); else 0. */
+int tfs_segment_txnindex_match(struct tfs_segment *s, int dirfd);
 /* Truncates the .log to size (a torn tail). */
 int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size);
 /* Renames the files to *.deleted; they are unlinked, on the io context's thread,
@@ -224,9 +252,10 @@ int tfs_segment_create_cleaned(struct tfs_io *io, struct tfs_fdcache *fdc, int d
  * recovery discards unfinished .cleaned files) and fsyncs them and the .log. */
 int tfs_segment_write_indexes_to(struct tfs_segment *s, int dirfd, const char *suffix);
 /* Renames <base>{.log,.index,.timeindex}<from> to ...<to>, .log first, and points the
- * fd slot at the new .log name after its rename. Stops at the first error. */
+ * fd slot at the new .log name after its rename, then .txnindex<from> if there
+ * is one. Stops at the first error. */
 int tfs_segment_rename_files(struct tfs_segment *s, int dirfd, const char *from, const char *to);
-/* Unlinks <base>{.log,.index,.timeindex}<suffix>; missing files are fine. Returns
+/* Unlinks <base>{.log,.index,.timeindex,.txnindex}<suffix>; missing files are fine. Returns
  * the first other error. */
 int tfs_segment_unlink_files(struct tfs_io *io, int dirfd, tfs_offset_t base, const char *suffix);
 

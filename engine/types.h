@@ -56,4 +56,12 @@ int64_t tfs_now_ms(void);
 /* Monotonic time in milliseconds (for intervals and throttling). */
 int64_t tfs_mono_ms(void);
 
+/* An aborted transaction: one .txnindex entry (segment.h). */
+struct tfs_aborted_txn {
+	int64_t producer_id;
+	tfs_offset_t first_offset;         /* its first data batch's base offset */
+	tfs_offset_t last_offset;          /* its ABORT marker */
+	tfs_offset_t last_stable_offset;   /* the partition's once the marker was written */
+};
+
 #endif

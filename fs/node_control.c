@@ -18,6 +18,14 @@
  * close to FUSE's 1 MiB max_write) is split into consecutive units that each fit,
  * and an I/O error in a later unit leaves the earlier ones appended.
  *
+ * .put is one transaction (README "Transactions"): the lines of every write
+ * between an open (or the previous close) and a close are appended with
+ * tfs_plog_txn_append under a producer id of their own, and the close (FLUSH)
+ * commits them, so a bulk load is seen whole or not at all. A write that
+ * failed makes the close abort the transaction instead and fail with that
+ * write's error. A handle released with a transaction still open (no FLUSH
+ * came) aborts it. Keys are invalidated at the commit, when they change.
+ *
  * The bytes after the last newline wait in the handle (the partial line) and
  * continue with the next write; a final line without a newline is appended at
  * FLUSH (close) or, failing that, RELEASE.
@@ -59,6 +67,10 @@ struct bulk_fh {
 	size_t ncap;
 	size_t payload_max;             /* key + value of one record */
 	int32_t max_message_bytes;
+	struct tfs_mount *m;
+	struct tfs_plog_txn *txn;       /* .put: the open transaction, NULL before a line */
+	int txn_failed;                 /* .put: a write's error since it began; the
+	                                 * close aborts */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -113,6 +125,15 @@ static int parse_line(struct bulk_fh *b, const char *line, size_t len,
 	return 0;
 }
 
+/* One unit: into the .put's transaction, else as it is. */
+static int append_unit(struct tfs_plog *pl, const struct bulk_fh *b,
+                       const struct tfs_append_rec *recs, size_t count)
+{
+	if (b->txn)
+		return tfs_plog_txn_append(b->txn, recs, count);
+	return tfs_plog_append(pl, recs, count, false, NULL, NULL);
+}
+
 /* Appends recs[0..count) in as few units as fit max.message.bytes. */
 static int append_units(struct tfs_plog *pl, const struct bulk_fh *b,
                         const struct tfs_append_rec *recs, size_t count)
@@ -122,7 +143,7 @@ static int append_units(struct tfs_plog *pl, const struct bulk_fh *b,
 	for (size_t i = 0; i < count; i++) {
 		size_t rb = TFS_RECORD_BOUND_OVERHEAD + recs[i].key.len + recs[i].value.len;
 		if (i > start && bytes + rb > (size_t)b->max_message_bytes) {
-			int rc = tfs_plog_append(pl, recs + start, i - start, false, NULL, NULL);
+			int rc = append_unit(pl, b, recs + start, i - start);
 			if (rc < 0)
 				return rc;
 			start = i;
@@ -131,7 +152,7 @@ static int append_units(struct tfs_plog *pl, const struct bulk_fh *b,
 		bytes += rb;
 	}
 	if (start < count)
-		return tfs_plog_append(pl, recs + start, count - start, false, NULL, NULL);
+		return append_unit(pl, b, recs + start, count - start);
 	return 0;
 }
 
@@ -154,6 +175,58 @@ static void invalidate_keys(struct tfs_mount *m, struct tfs_node *n, const struc
 		tfs_notify_inode(m->notifier, (*nodeids)[i], 0);
 	if (found)
 		tfs_notifier_drain(m->notifier);
+}
+
+/* The commit made the keys visible: the kernel's cached attributes of theirs
+ * are stale (tfs_plog_txn_on_commit). */
+static void put_committed(void *arg, const struct tfs_slice *keys, size_t n)
+{
+	struct bulk_fh *b = arg;
+
+	invalidate_keys(b->m, b->base.node, keys, n, &b->nodeids, &b->ncap);
+}
+
+/* The .put's transaction, begun at its first line under a producer id of its
+ * own. Handle lock held. */
+static int put_txn_begin(struct tfs_mount *m, struct bulk_fh *b, struct tfs_plog *pl)
+{
+	int64_t id;
+	int16_t epoch;
+	int rc = tfs_engine_producer_id(m->engine, &id, &epoch);
+
+	if (rc == 0)
+		rc = tfs_plog_txn_begin(pl, id, epoch, &b->txn);
+	if (rc < 0)
+		return rc;
+	tfs_plog_txn_on_commit(b->txn, put_committed, b);
+	b->txn_failed = 0;
+	return 0;
+}
+
+/* Ends the .put's transaction: commit, or abort after a failed write (or with
+ * abort). Returns 0 or the error the close reports. Handle lock held. */
+static int put_txn_end(struct bulk_fh *b, bool abort)
+{
+	struct tfs_node *n = b->base.node;
+	bool commit = !abort && b->txn_failed == 0;
+	int failed = b->txn_failed;
+	size_t records;
+	int rc;
+
+	b->txn_failed = 0;
+	if (!b->txn)
+		return 0;                       /* nothing appended: the write said it */
+	records = tfs_plog_txn_records(b->txn);
+	rc = tfs_plog_txn_end(b->txn, commit, false);
+	b->txn = NULL;
+	b->txn_failed = 0;
+	if (!commit && records > 0)
+		tfs_log_warn("fs", "%s/%d/.put: %zu records aborted: %s", tfs_topic_name(n->topic),
+		             (int)n->partition, records,
+		             failed ? tfs_strerror(failed) : "closed without a flush");
+	if (rc < 0)
+		return rc;
+	return records > 0 ? failed : 0;   /* the write said it; nothing else was lost */
 }
 
 /* Bytes an unterminated line may reach before it can never become a record. */
@@ -223,11 +296,13 @@ static int append_lines(struct tfs_mount *m, struct bulk_fh *b, const char *buf,
 	*tail_at = (size_t)(p - buf);
 	if (count == 0)
 		return 1;
+	if (b->put && !b->txn && (rc = put_txn_begin(m, b, pl)) < 0)
+		return rc;
 	rc = append_units(pl, b, b->recs, count);
 	if (rc < 0)
 		return rc;
 	atomic_fetch_add_explicit(&m->stats.bulk_records, count, memory_order_relaxed);
-	if (b->put && grow((void **)&b->keyv, &b->kvcap, count, sizeof(*b->keyv)) == 0) {
+	if (b->put && !b->txn && grow((void **)&b->keyv, &b->kvcap, count, sizeof(*b->keyv)) == 0) {
 		for (size_t i = 0; i < count; i++)
 			b->keyv[i] = b->recs[i].key;
 		invalidate_keys(m, n, b->keyv, count, &b->nodeids, &b->ncap);
@@ -310,6 +385,8 @@ static void bulk_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 
 	tfs_fh_unregister(m, fh);
 	pthread_mutex_destroy(&b->lock);
+	/* still open (the mount went first): the log's next open aborts it */
+	tfs_plog_txn_discard(b->txn);
 	free(b->partial);
 	free(b->recs);
 	free(b->keys);
@@ -328,6 +405,7 @@ static void bulk_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		return;
 	pthread_mutex_init(&b->lock, NULL);
 	b->put = n->kind == TFS_NODE_PUT;
+	b->m = m;
 	b->max_message_bytes = cfg.max_message_bytes;
 	b->payload_max = tfs_record_payload_max(cfg.max_message_bytes);
 	control_fh_reply(req, m, n, &b->base, fi, bulk_fh_free);
@@ -345,6 +423,8 @@ static void bulk_write(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh, c
 	rc = append_lines(m, b, buf, size, false, &tail_at);
 	if (rc >= 0)
 		keep_tail(b, buf, size, tail_at, rc == 0);
+	else if (b->put && b->txn_failed == 0)
+		b->txn_failed = rc;             /* the close aborts the transaction */
 	pthread_mutex_unlock(&b->lock);
 	if (rc < 0)
 		tfs_reply_err(req, rc, fh->node->kind == TFS_NODE_PUT ? ".put" : ".append");
@@ -373,6 +453,14 @@ static void bulk_flush(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 
 	pthread_mutex_lock(&b->lock);
 	rc = append_partial(m, b);
+	if (b->put) {
+		int end;
+		if (rc < 0 && b->txn_failed == 0)
+			b->txn_failed = rc;
+		end = put_txn_end(b, false);
+		if (end < 0)
+			rc = end;
+	}
 	pthread_mutex_unlock(&b->lock);
 	tfs_reply_err(req, rc, fh->node->kind == TFS_NODE_PUT ? ".put" : ".append");
 }
@@ -384,9 +472,15 @@ static void bulk_release(fuse_req_t req, struct tfs_mount *m, struct tfs_fh *fh,
 	int rc;
 
 	pthread_mutex_lock(&b->lock);
-	rc = append_partial(m, b);
+	if (b->put) {
+		/* no FLUSH since the last write: nobody closed it, the handle went */
+		b->plen = 0;
+		rc = put_txn_end(b, true);
+	} else {
+		rc = append_partial(m, b);
+	}
 	pthread_mutex_unlock(&b->lock);
-	if (rc < 0)
+	if (rc < 0 && !b->put)
 		tfs_log_error("fs", "final line of %s/%d/%s lost at release: %s",
 		              tfs_topic_name(fh->node->topic), (int)fh->node->partition,
 		              b->put ? ".put" : ".append", tfs_strerror(rc));

@@ -15,6 +15,10 @@
  *   partition   clean                         write (a pass now; returns when done)
  *   partition   damage                        read (unreadable regions found at open)
  *   hist entry  key timestamp tombstone producer_id sequence   read
+ *   hist entry  txn                           read (open committed aborted, or
+ *                                             commit_marker abort_marker)
+ *   partition   last_stable_offset            read (first offset of the oldest
+ *                                             open transaction, else the log end)
  *   hist entry  region delete_horizon         read (the cleaner's view of it)
  *   hist entry  superseded_by fate            read (the next pass's, history_fate.c)
  *   partition   next_pass                     read (a dry run of the next pass)
@@ -274,6 +278,42 @@ static int get_sequence(struct xctx *c, struct xbuf *x)
 			seq -= (int64_t)INT32_MAX + 1;
 		return xb_i64(x, seq);
 	}
+}
+
+/* A transactional record's state (open, committed, aborted), or a marker's
+ * kind (commit_marker, abort_marker); absent outside transactions. */
+static int get_txn(struct xctx *c, struct xbuf *x)
+{
+	static const char *const state[] = {
+		[TFS_TXN_OPEN] = "open", [TFS_TXN_COMMITTED] = "committed",
+		[TFS_TXN_ABORTED] = "aborted",
+	};
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	const char *v;
+	int rc = load_record(c);
+
+	if (rc < 0)
+		return rc;
+	if (!pl)
+		return -ENOENT;
+	if (!(c->rec.batch.attributes & TFS_ATTR_TRANSACTIONAL) || c->rec.batch.producer_id < 0)
+		return -ENODATA;
+	if (c->rec.batch.attributes & TFS_ATTR_CONTROL) {
+		struct tfs_record r = { .key = tfs_slice_make(c->rec.key, c->rec.key_len),
+		                        .key_null = c->rec.key_null };
+		int type = tfs_control_type(&r);
+		v = type == TFS_CONTROL_COMMIT ? "commit_marker"
+		  : type == TFS_CONTROL_ABORT ? "abort_marker" : "control";
+	} else {
+		v = state[tfs_plog_txn_state(pl, c->rec.batch.producer_id, c->rec.offset)];
+	}
+	return xb_put(x, v, strlen(v));
+}
+
+static int get_last_stable(struct xctx *c, struct xbuf *x)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	return pl ? xb_i64(x, tfs_plog_last_stable_offset(pl)) : -ENOENT;
 }
 
 static int get_log_start(struct xctx *c, struct xbuf *x)
@@ -582,6 +622,8 @@ static const struct xattr_row rows[] = {
 	{ "tombstone", K(TFS_NODE_HIST_ENTRY), get_tombstone, NULL, true },
 	{ "producer_id", K(TFS_NODE_HIST_ENTRY), get_producer_id, NULL, true },
 	{ "sequence", K(TFS_NODE_HIST_ENTRY), get_sequence, NULL, true },
+	{ "txn", K(TFS_NODE_HIST_ENTRY), get_txn, NULL, true },
+	{ "last_stable_offset", K(TFS_NODE_PARTITION), get_last_stable, NULL, true },
 	{ "log_start_offset", K(TFS_NODE_PARTITION), get_log_start, NULL, true },
 	{ "log_end_offset", K(TFS_NODE_PARTITION), get_log_end, NULL, true },
 	{ "size_bytes", K(TFS_NODE_PARTITION), get_size_bytes, NULL, true },

@@ -576,6 +576,29 @@ static void read_topic_close(struct read_topic *rt)
 		tfs_topic_unref(rt->t);
 }
 
+/* The aborted transactions a read_committed consumer of [from, upto) must skip:
+ * (producer id, first offset) each, Fetch's aborted_transactions. */
+static void fetch_aborted(struct kw *w, struct tfs_plog *pl, tfs_offset_t from, tfs_offset_t upto)
+{
+	struct tfs_aborted_txn stack[16], *a = stack;
+	size_t n = tfs_plog_aborted_txns(pl, from, upto, stack, 16);
+
+	if (n > 16 && (a = malloc(n * sizeof(*a))) != NULL)
+		n = tfs_plog_aborted_txns(pl, from, upto, a, n);
+	else if (n > 16) {
+		tfs_log_error("kafka", "out of memory listing %zu aborted transactions of %s",
+		              n, tfs_plog_path(pl));
+		n = 16;
+	}
+	kw_array(w, (int32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		kw_i64(w, a[i].producer_id);
+		kw_i64(w, a[i].first_offset);
+	}
+	if (a != stack)
+		free(a);
+}
+
 static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, struct kw *w)
 {
 	int16_t v = ctx->api_version;
@@ -667,7 +690,8 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 				size_t limit = part_max > 0 ? (size_t)part_max : 0;
 				if (limit > remaining)
 					limit = remaining;
-				rc = tfs_plog_fetch(pl, offset, limit, total == 0, &f);
+				rc = isolation == 1 ? tfs_plog_fetch_committed(pl, offset, limit, total == 0, &f)
+				                    : tfs_plog_fetch(pl, offset, limit, total == 0, &f);
 				if (rc == -ERANGE)
 					err = E_OFFSET_OUT_OF_RANGE;
 				else if (rc < 0)
@@ -678,11 +702,11 @@ static enum tfs_kafka_verdict fetch(struct tfs_kafka_ctx *ctx, struct kr *r, str
 			kw_i32(w, index);
 			kw_i16(w, err);
 			kw_i64(w, f.high_watermark);
-			kw_i64(w, f.high_watermark);    /* last stable: no transactions */
+			kw_i64(w, pl && err == E_NONE ? f.last_stable : f.high_watermark);
 			if (v >= 5)
 				kw_i64(w, f.log_start);
-			if (isolation == 1)
-				kw_array(w, 0);         /* read_committed: none aborted */
+			if (isolation == 1 && pl && err == E_NONE)
+				fetch_aborted(w, pl, offset, f.next);   /* read_committed */
 			else
 				kw_array(w, -1);
 			if (v >= 11)

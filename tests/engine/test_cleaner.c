@@ -703,28 +703,30 @@ static void data_keys_that_look_like_marker_keys_are_data(void **state)
 }
 
 /* testUndecidedTransactionalDataNotCleanable: an open transaction pins the first
- * uncleanable offset to its first offset. */
+ * uncleanable offset to its first offset. Written by the engine itself: an open
+ * transaction found in a log at open is aborted there (its writer is gone), so
+ * the undecided one must be live. */
 static void an_open_transaction_pins_the_first_uncleanable_offset(void **state)
 {
 	struct fx *f = *state;
-	struct fx_raw r;
-	struct fx_rec k1 = { "k", "1" }, k2 = { "k", "2" }, t = { "t", "open" }, z = { "z", "z" };
+	struct tfs_plog_txn *t;
+	struct tfs_append_rec open = { .key = tfs_slice_make("t", 1), .value = tfs_slice_make("open", 4) };
 
-	fx_raw_init(&r);
-	fx_raw_batch(&r, 0, -1, -1, -1, false, FX_T0, &k1, 1);
-	fx_raw_batch(&r, 1, -1, -1, -1, false, FX_T0, &k2, 1);
-	fx_raw_segment(f, &r, 0);
-	fx_raw_batch(&r, 2, 5, 0, 0, true, FX_T0, &t, 1);       /* no marker yet */
-	fx_raw_batch(&r, 3, -1, -1, -1, false, FX_T0, &k1, 1);
-	fx_raw_segment(f, &r, 2);
-	fx_raw_batch(&r, 4, -1, -1, -1, false, FX_T0, &z, 1);
-	fx_raw_segment(f, &r, 4);
-	fx_raw_release(&r);
-	open_raw(f);
+	fx_open(f);
+	fx_put(f, "k", "1");
+	fx_put(f, "k", "2");
+	fx_roll(f);
+	assert_int_equal(tfs_plog_txn_begin(f->pl, 5, 0, &t), 0);
+	assert_int_equal(tfs_plog_txn_append(t, &open, 1), 0);   /* offset 2, no marker yet */
+	fx_put(f, "k", "1");
+	fx_roll(f);
+	fx_put(f, "z", "z");
+	fx_roll(f);
 	assert_int_equal(fx_info(f).first_uncleanable_offset, 2);
 	assert_int_equal(fx_clean(f), 0);
 	assert_false(fx_has_offset(f->pl, 0));     /* [0, 2) was cleaned */
 	assert_true(fx_has_offset(f->pl, 1));      /* offset 3 was not in the map */
+	assert_true(fx_has_offset(f->pl, 2));
 	assert_int_equal(fx_info(f).first_dirty_offset, 2);
 	{
 		const char *region;
@@ -733,6 +735,10 @@ static void an_open_transaction_pins_the_first_uncleanable_offset(void **state)
 		assert_int_equal(tfs_cleaner_region(f->c, f->pl, 3, &region), 0);
 		assert_string_equal(region, "uncleanable");
 	}
+	/* committed, it is cleanable like any record */
+	assert_int_equal(tfs_plog_txn_end(t, true, false), 0);
+	fx_roll(f);
+	assert_true(fx_info(f).first_uncleanable_offset > 2);
 }
 
 /* ---- readers and aborts ---- */

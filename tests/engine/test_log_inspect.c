@@ -171,6 +171,7 @@ static void file_kinds_and_partition_names(void **state)
 	assert_int_equal(tfs_inspect_file_kind("00000000000000000042.timeindex", NULL),
 	                 TFS_FILE_TIMEINDEX);
 	assert_int_equal(tfs_inspect_file_kind("00000000000000000042.snapshot", NULL), TFS_FILE_SNAPSHOT);
+	assert_int_equal(tfs_inspect_file_kind("00000000000000000042.txnindex", NULL), TFS_FILE_TXNINDEX);
 	assert_int_equal(tfs_inspect_file_kind("00000000000000000042.log.cleaned", NULL),
 	                 TFS_FILE_LEFTOVER);
 	assert_int_equal(tfs_inspect_file_kind("00000000000000000042.index.swap", NULL),

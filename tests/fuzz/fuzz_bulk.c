@@ -65,6 +65,10 @@ struct model {
 	size_t plen, pcap;
 	struct mrec *recs;
 	size_t count, cap;
+	/* .put is one transaction (node_control.c): the first failed write's error,
+	 * and the marker its close or release appends when it holds records */
+	int failed;
+	tfs_offset_t markers;
 };
 
 static void *xmalloc(size_t n)
@@ -209,6 +213,8 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 	ops->write(fz_req(&r), mnt, fh, (const char *)buf, size, 0, &fi);
 	tfs_fh_put(mnt, fh);
 	fz_reply_check_once(&r, "write");
+	if (want < 0 && md->put && md->failed == 0)
+		md->failed = want;              /* the close aborts */
 	if (want < 0) {
 		FZ_CHECK(r.kind == FZ_REPLY_ERR && r.err == -want,
 		         "a write of %zu bytes: model refuses it with %s, the handler replied "
@@ -219,7 +225,7 @@ static void one_write(const struct tfs_node_ops *ops, struct tfs_fh *fh, struct 
 		FZ_CHECK(r.kind == FZ_REPLY_WRITE && r.count == size,
 		         "a write of %zu bytes: model takes it, the handler replied kind %d err %d",
 		         size, (int)r.kind, r.err);
-		FZ_CHECK(fz_log_end(pl) == md->base + (tfs_offset_t)md->count,
+		FZ_CHECK(fz_log_end(pl) == md->base + (tfs_offset_t)md->count + md->markers,
 		         "log end %lld, the model holds %zu records from %lld",
 		         (long long)fz_log_end(pl), md->count, (long long)md->base);
 	}
@@ -235,13 +241,17 @@ static void check_log(struct tfs_plog *pl, const struct model *md, int32_t max_m
 	size_t i = 0;
 	int rc;
 
-	FZ_CHECK(fz_log_end(pl) == md->base + (tfs_offset_t)md->count,
+	FZ_CHECK(fz_log_end(pl) == md->base + (tfs_offset_t)md->count + md->markers,
 	         "log end %lld, model %zu from %lld", (long long)fz_log_end(pl), md->count,
 	         (long long)md->base);
 	rc = tfs_plog_cursor_open(pl, md->base, &c);
 	FZ_CHECK(rc == 0, "cursor: %s", tfs_strerror(rc));
 	while ((rc = tfs_plog_cursor_next(c, &rec, &bh)) == 1) {
 		const struct mrec *m = &md->recs[i];
+		if (bh.attributes & TFS_ATTR_CONTROL) {
+			FZ_CHECK(md->put && i == md->count, "a marker at record %zu", i);
+			continue;                   /* the .put's COMMIT or ABORT */
+		}
 		FZ_CHECK(i < md->count, "more records in the log than written");
 		FZ_CHECK(rec.offset == md->base + (tfs_offset_t)i, "record %zu at offset %lld", i,
 		         (long long)rec.offset);
@@ -339,12 +349,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tfs_offset_t before = fz_log_end(pl);
 		int want = md.plen ? model_write(&md, NULL, 0, true) : 0;
 		md.plen = 0;                    /* appended, or refused for good */
+		if (put) {
+			if (want < 0 && md.failed == 0)
+				md.failed = want;
+			if (md.count > 0 && md.failed < 0)
+				want = md.failed;       /* aborted: the close says why */
+			md.markers += md.count > 0;
+		}
 		ops->flush(fz_req(&r), mnt, fh, &fi);
 		fz_reply_check_once(&r, "flush");
 		FZ_CHECK(r.kind == FZ_REPLY_ERR && r.err == -want,
 		         "flush: model %s, the handler replied %d", tfs_strerror(want), r.err);
-		if (want < 0)
+		if (want < 0 && !put)
 			FZ_CHECK(fz_log_end(pl) == before, "a refused last line was appended");
+	} else if (put) {
+		md.plen = 0;                    /* a release without a close aborts */
+		md.markers += md.count > 0;
 	} else if (md.plen) {
 		model_write(&md, NULL, 0, true);
 		md.plen = 0;

@@ -38,20 +38,21 @@ c_put_lines() {
 	assert_eq "open:OK write1:OK close:OK" \
 		"$(t_sys writes "$p/.put" "k1${TAB}v1${NL}k2${TAB}v 2 with${TAB}tab${NL}k3${TAB}${NL}")" \
 		"one write of three lines to .put"
-	assert_one_batch t 0 0 2
+	assert_one_batch t 0 0 2           # and its COMMIT marker at 3
 	assert_cat "$p/k1" v1
 	assert_cat "$p/k2" "v 2 with${TAB}tab"
 	assert_cat "$p/k3" ""             # an empty value, not a tombstone
 	assert_eq "k1 k2 k3" "$(ls "$p" | xargs)" "listing"
-	# Later lines for the same key win; each line is its own record.
-	assert_records t/0 2 t_sys writes "$p/.put" "k1${TAB}first${NL}k1${TAB}second${NL}"
+	# Later lines for the same key win; each line is its own record (and the
+	# transaction's marker one more).
+	assert_records t/0 3 t_sys writes "$p/.put" "k1${TAB}first${NL}k1${TAB}second${NL}"
 	assert_cat "$p/k1" second
-	# Two writes on one handle: two batches.
+	# Two writes on one handle: two batches of one transaction.
 	assert_eq "open:OK write1:OK write2:OK close:OK" \
 		"$(t_sys writes "$p/.put" "a${TAB}1${NL}b${TAB}2${NL}" "c${TAB}3${NL}d${TAB}4${NL}")" \
 		"two writes to .put"
-	assert_one_batch t 0 5 6
 	assert_one_batch t 0 7 8
+	assert_one_batch t 0 9 10
 }
 
 c_malformed_lines() {
@@ -59,15 +60,16 @@ c_malformed_lines() {
 	mkdir "$MNT/t"
 	local p=$MNT/t/0 out
 	echo keep > "$p/k"
-	# write1 fine, write2 has a bad line among good ones, write3 fine.
+	# write1 fine, write2 has a bad line among good ones, write3 fine: the
+	# close aborts the transaction and says why.
 	for bad in "notab" ".raw${TAB}v" "%G1${TAB}v" "a/b${TAB}v" "${TAB}v"; do
 		out=$(t_sys writes "$p/.put" "g1${TAB}1${NL}" "g2${TAB}2${NL}${bad}${NL}k${TAB}clobbered${NL}" "g3${TAB}3${NL}")
-		assert_eq "open:OK write1:OK write2:EINVAL write3:OK close:OK" "$out" ".put writes with the line '$bad'"
+		assert_eq "open:OK write1:OK write2:EINVAL write3:OK close:EINVAL" "$out" ".put writes with the line '$bad'"
 	done
 	assert_cat "$p/k" $'keep\n'
 	assert_absent "$p/g2"
-	assert_eq "g1 g3 k" "$(ls "$p" | xargs)" "listing after the malformed writes"
-	assert_eq 11 "$(t_leo t/0)" "log end: 1 + 5 x (g1, g3)"
+	assert_eq "k" "$(ls "$p" | xargs)" "listing after the malformed writes"
+	assert_eq 16 "$(t_leo t/0)" "log end: 1 + 5 x (g1, g3, ABORT)"
 }
 
 c_value_too_big_in_line() {
@@ -120,7 +122,7 @@ c_bulk_after_remount() {
 	t_sys writes "$MNT/t/0/.append" "one${NL}two${NL}" > /dev/null
 	t_sys writes "$MNT/t/0/.put" "k${TAB}v${NL}" > /dev/null
 	t_remount
-	assert_eq 3 "$(t_hist t/0)" "history entries after remount"
+	assert_eq 4 "$(t_hist t/0)" "history entries after remount (the .put's COMMIT too)"
 	assert_cat "$MNT/t/0/.history/$(t_off 1)" two
 	assert_cat "$MNT/t/0/k" v
 }
@@ -290,7 +292,7 @@ c_readme_tour_put_is_one_batch() {
 	line=$(grep -m 1 '> users/0/.put' "$T_REPO/README.md")
 	assert_match '.*one batch.*' "$line" "the tour's .put line"
 	(cd "$MNT" && bash -c "${line%%#*}")
-	assert_eq 1 "$(t_batches users 0 | wc -l)" "batches of the tour's .put line"
+	assert_eq 2 "$(t_batches users 0 | wc -l)" "batches of the tour's .put line (and its COMMIT)"
 	assert_cat "$MNT/users/0/carol" '{"plan":"pro"}'
 	assert_cat "$MNT/users/0/dave" '{"plan":"free"}'
 }

@@ -94,7 +94,7 @@ c_largest_value_is_kafkas() {
 	assert_eq 1000 $(($(t_x "$p" size_bytes) - s0)) "bytes of the largest batch"
 	assert_eq 929 "$(stat -c %s "$p/k")" "size of the largest value"
 	assert_records t/0 0 assert_errno EFBIG put "$p/.put" "k	$(head -c 930 /dev/zero | tr '\0' x)"
-	assert_records t/0 1 assert_errno OK put "$p/.put" "k	$(head -c 929 /dev/zero | tr '\0' x)"
+	assert_records t/0 2 assert_errno OK put "$p/.put" "k	$(head -c 929 /dev/zero | tr '\0' x)"   # and its COMMIT
 	assert_records t/0 0 assert_errno EFBIG put "$p/.append" "$(head -c 931 /dev/zero | tr '\0' x)"
 	assert_records t/0 1 assert_errno OK put "$p/.append" "$(head -c 930 /dev/zero | tr '\0' x)"
 }

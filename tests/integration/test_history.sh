@@ -252,6 +252,8 @@ def setx(name):
 seq = 0
 problems = []
 seen = set()
+# an id of the mount's allocator: .put transactions take ids from it too
+PID = int(open(os.path.join(p, "..", "..", ".topicfs", "producer_id")).read().split()[0])
 for rnd_i in range(4):
     for i in range(250):
         # the last round adds only keyless records: the tombstones stamped by the
@@ -273,7 +275,7 @@ for rnd_i in range(4):
         elif r < 0.92:
             n = rnd.randrange(1, 4)
             b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                          producer_id=7, producer_epoch=0, base_sequence=seq,
+                                          producer_id=PID, producer_epoch=0, base_sequence=seq,
                                           batch_size=1 << 20)
             for j in range(n):
                 kk = None if rnd.random() < 0.2 else ("k%d" % rnd.randrange(15)).encode()

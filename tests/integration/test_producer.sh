@@ -40,7 +40,6 @@ batches_write() {
 	assert_eq "$n" $(($(t_leo t/0) - l0)) "records appended by $(basename "$3")"
 }
 
-
 c_retries_appear_once() {
 	"$T_PY" -c 'import kafka.record.default_records' 2>/dev/null ||
 		skip "python3-kafka is not installed"

@@ -241,7 +241,7 @@ EOF
 	assert_cat "$p/k" $'v\n'
 	# Control entries keep their meaning.
 	assert_eq directory "$(stat -c %F "$p/.history")" "type of .history"
-	assert_records t/0 1 sh -c "printf 'pk\tpv\n' > '$p/.put'"
+	assert_records t/0 2 sh -c "printf 'pk\tpv\n' > '$p/.put'"   # and its COMMIT
 	assert_cat "$p/pk" pv
 }
 
