@@ -188,22 +188,36 @@ static void test_transactions(void **state)
 	fx_raw_release(&r);
 	fx_open(f);
 
+	/* the transaction left open (10-11) has no writer any more: the open
+	 * aborted it, with a marker at 15 (docs/semantics.md) */
 	struct tfs_log_tally tally;
 	check_all_positions(f->pl);
 	assert_int_equal(tfs_plog_tally(f->pl, &tally), 0);
-	assert_int_equal(tally.control, 3);
+	assert_int_equal(tally.control, 4);
 	assert_int_equal(tfs_plog_lag(f->pl, 0, &lag), 0);
 	assert_int_equal(lag.lag_records, 7);    /* 0, 1, 2, 5, 6, 8, 12 */
-	assert_int_equal(lag.lag_offsets, 15);
+	assert_int_equal(lag.lag_offsets, 16);
 	/* from inside the aborted one, the first given record is the committed 5 */
 	assert_int_equal(tfs_plog_lag(f->pl, 3, &lag), 0);
 	assert_int_equal(lag.first_offset, 5);
 	assert_int_equal(lag.first_timestamp, t0 + 3);
 	assert_int_equal(tfs_lag_ms(&lag, t0 + 1003), 1000);
-	/* past everything given, only the open transaction is left: nothing */
+	/* past everything given, only markers and aborted data are left: nothing */
 	assert_int_equal(tfs_plog_lag(f->pl, 13, &lag), 0);
 	assert_int_equal(lag.lag_records, 0);
 	assert_int_equal(tfs_lag_ms(&lag, t0 + 1003), 0);
+
+	/* a live transaction's records are not given until its commit */
+	struct tfs_plog_txn *txn;
+	struct tfs_append_rec live = { .key = tfs_slice_make("live", 4),
+	                               .value = tfs_slice_make("v", 1) };
+	assert_int_equal(tfs_plog_txn_begin(f->pl, 11, 0, &txn), 0);
+	assert_int_equal(tfs_plog_txn_append(txn, &live, 1), 0);
+	assert_int_equal(tfs_plog_lag(f->pl, 13, &lag), 0);
+	assert_int_equal(lag.lag_records, 0);
+	assert_int_equal(tfs_plog_txn_end(txn, true, false), 0);
+	assert_int_equal(tfs_plog_lag(f->pl, 13, &lag), 0);
+	assert_int_equal(lag.lag_records, 1);
 }
 
 /* Segments large enough for several checkpoints (a question from inside one
