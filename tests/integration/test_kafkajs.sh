@@ -4,8 +4,9 @@
 # records are files, a file written in the mount moves its offsets, a null value
 # is a tombstone and the file vanishes (seed 000's emitirLapide, as written),
 # gzip (its one built-in codec), an idempotent producer, the admin calls, and
-# SASL PLAIN and SCRAM-SHA-256, and a KafkaJS consumer group reading what both
-# doors wrote.
+# SASL PLAIN and SCRAM-SHA-256, a KafkaJS consumer group reading what both
+# doors wrote, and a group of two and three members whose positions outlive a
+# remount and a kill -9.
 . "$(dirname "$0")/lib.sh"
 t_require_daemon
 KW=$T_LIB_DIR/kafka_wire.py
@@ -18,6 +19,8 @@ need_kafkajs() {
 
 jmount() { t_kafka_listen "$1" 127.0.0.1 "${2:-}"; }
 js() { node "$JS/run.mjs" "$BROKER" "$@"; }
+# gpos: group g's positions in t/0..5 as .groups/ shows them, on one line
+gpos() { cat "$MNT"/.groups/g/t.{0,1,2,3,4,5} | tr '\n' ' ' | sed 's/ $//'; }
 
 # (a) Both doors, tombstones, codecs, idempotence and admin calls on one mount.
 c_kafkajs() {
@@ -80,6 +83,46 @@ c_kafkajs_sasl() {
 	t_umount
 }
 
+# (c) A KafkaJS group of one, two, then three members, then two again: each change
+# a new assignment, every record (KafkaJS's and the shell's) consumed once; the
+# commits read back through OffsetFetch and .groups/; then a new member resumes at
+# the committed offsets after a remount and after kill -9 of the daemon.
+c_kafkajs_group() {
+	local opts=partitions=1,group.initial.rebalance.delay.ms=0 p want
+	need_kafkajs
+	jmount PLAINTEXT $opts
+	mkdir "$MNT/t" "$MNT/t/"{1,2,3,4,5}
+	# KafkaJS's default assignor deals partitions round-robin over its members
+	js group t g "$MNT" | tee "$T_CASE/group.out"
+	assert_eq "members 1: 0,1,2,3,4,5
+members 2: 0,2,4 1,3,5
+members 3: 0,3 1,4 2,5
+members 2: 0,2,4 1,3,5" "$(grep '^members' "$T_CASE/group.out")" "the assignments"
+	grep -Eq '^consumed 48 once: a=[0-9]+ b=[0-9]+ c=[1-9][0-9]*$' "$T_CASE/group.out" ||
+		fail "the group did not consume each of 48 records once, each member some"
+	for p in 0 1 2 3 4 5; do assert_eq 8 "$(t_leo t/$p)" "log end of t/$p"; done
+	assert_eq "0:8 1:8 2:8 3:8 4:8 5:8" "$(js fetch-offsets g t)" "OffsetFetch of g"
+	assert_eq "8 8 8 8 8 8" "$(gpos)" ".groups of g"
+	# past the commits, three records a partition; the commits survive a remount
+	for p in 0 1 2 3 4 5; do for want in 8 9 10; do echo "w$want" > "$MNT/t/$p/x$want"; done; done
+	t_umount
+	jmount PLAINTEXT $opts
+	assert_eq "0:8 1:8 2:8 3:8 4:8 5:8" "$(js fetch-offsets g t)" "OffsetFetch after a remount"
+	# a new member reads from 8, no earlier, and commits positions of its own
+	assert_eq "0:8-10 1:8-10 2:8-10 3:8-10 4:8-10 5:8-10" \
+		"$(js resume t g 0:9 1:11 2:8 3:10 4:11 5:9)" "resumed after a remount"
+	want="0:9 1:11 2:8 3:10 4:11 5:9"
+	assert_eq "$want" "$(js fetch-offsets g t)" "OffsetFetch of the new commits"
+	assert_eq "9 11 8 10 11 9" "$(gpos)" ".groups after the new commits"
+	t_kill_daemon
+	jmount PLAINTEXT $opts
+	assert_eq "$want" "$(js fetch-offsets g t)" "OffsetFetch after kill -9"
+	assert_eq "9 11 8 10 11 9" "$(gpos)" ".groups after kill -9"
+	assert_eq "0:9-10 1:none 2:8-10 3:10-10 4:none 5:9-10" "$(js resume t g)" "resumed after kill -9"
+	t_umount
+}
+
 t_test kafkajs c_kafkajs
 t_test kafkajs_sasl c_kafkajs_sasl
+t_test kafkajs_group c_kafkajs_group
 t_done
