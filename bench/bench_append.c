@@ -27,13 +27,18 @@
  * then it appends them with tfs_plog_append_batch, which checks each batch,
  * decodes every record (decompressing) to index its key, and writes the batch as
  * it came. The figure is the broker's side of a produce. peak_rss_mb then
- * includes the batches held in memory.
+ * includes the batches held in memory. With --idempotent each writer is an
+ * idempotent producer (producer id = writer + 1, epoch 0, base sequences
+ * counting its records), so every batch also meets the partition's producer
+ * state, which checks its sequence and records it; without, the batches carry
+ * producer id -1 and nothing is checked.
  *
  * Output: "# ..." lines describe the run; every other line is "name value unit",
  * for bench/engine.sh to parse:
  *   records_per_s, mb_per_s (log bytes on disk / s, from tfs_plog_stats
  *   size_bytes), payload_mb_per_s (key + value bytes / s), seconds, log_bytes,
- *   payload_bytes, segments, live_keys, peak_rss_mb (getrusage ru_maxrss).
+ *   payload_bytes, segments, live_keys, producers (in the partition's producer
+ *   state: --idempotent makes one a writer), peak_rss_mb (getrusage ru_maxrss).
  * MB is 10^6 bytes, as dd prints it.
  *
  * The data lives in a fresh directory DIR/tfs-bench-XXXXXX (DIR: --dir, default
@@ -62,6 +67,7 @@
 #include "io/io.h"
 #include "io/log.h"
 
+#include "bench/bench_batch.h"
 #include "bench/bench_util.h"
 
 #define DEFAULT_RECORDS 1000000u
@@ -147,20 +153,10 @@ static int encode_batch(struct writer *w, struct tfs_batch_builder *b,
 		params.base_sequence = (int32_t)(w->encoded_records % ((uint64_t)INT32_MAX + 1));
 		w->encoded_records += n;
 	}
-	int64_t now = tfs_now_ms();
 	const uint8_t *out;
 	size_t len;
-	int rc;
+	int rc = bench_build_batch(b, &params, recs, n, &out, &len);
 
-	tfs_batch_builder_reset(b, &params);
-	for (size_t i = 0; i < n; i++) {
-		struct tfs_record_in in = { .key = recs[i].key, .value = recs[i].value,
-		                            .timestamp = now };
-		rc = tfs_batch_builder_add(b, &in);
-		if (rc < 0)
-			return rc;
-	}
-	rc = tfs_batch_builder_finish(b, -1, &out, &len);
 	if (rc < 0)
 		return rc;
 	w->encoded_bytes += len;
@@ -454,6 +450,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return -EINVAL;
 	}
+	if (o->idempotent && !o->producer_batches) {
+		fprintf(stderr, "bench_append: --idempotent needs --producer-batches\n");
+		return -EINVAL;
+	}
 	if (o->encode_only && o->producer_batches) {
 		fprintf(stderr, "bench_append: --encode-only and --producer-batches exclude each other\n");
 		return -EINVAL;
@@ -587,6 +587,7 @@ int main(int argc, char **argv)
 	printf("payload_bytes %" PRIu64 " bytes\n", payload);
 	printf("segments %d segments\n", st.segments);
 	printf("live_keys %zu keys\n", st.live_keys);
+	printf("producers %zu producers\n", tfs_plog_producers(pl, NULL, 0));
 	printf("peak_rss_mb %.1f MB\n", bench_peak_rss_mb());
 	status = 0;
 out:

@@ -18,6 +18,8 @@
 #                           default: each bench's default, $TFS_IO else auto)
 #   ZSTD_FAST_LEVELS="1 -1" compression.zstd.level values a user would pick for
 #                           throughput, each measured beside the default level (3)
+#   PSTATE_RECORDS=4000000  records in the log of the producer-snapshot open (5b)
+#   PSTATE_PRODUCERS=1000   idempotent producers writing that log
 #   STRICT=1                exit 3 when a target FAILs (default: exit 0 once every
 #                           benchmark ran; 1 if one of them failed to run)
 #
@@ -38,10 +40,17 @@
 #      clock starts, as a Kafka producer builds and compresses them, then appended
 #      as they are with tfs_plog_append_batch (rows prod1000_*) - the broker's side
 #      of a produce: checking, decompressing to index every key, writing.
+#      Two of them again with --idempotent (rows *_idem: prod1000_w1 and
+#      prod1000_w2_zstd with each writer an idempotent producer, every batch
+#      checked and recorded by the producer state), against the same rows without.
 #   4. bench_append --batch 1 x --writers 1, 2 (single-record appends), on the
 #      default backend and on --io sync (for comparison; no target)
 #   5. bench_open --records OPEN_RECORDS (warm, and cold with --drop-caches when
 #      /proc/sys/vm/drop_caches is writable)
+#   5b. bench_open --producers PSTATE_PRODUCERS --records PSTATE_RECORDS --batch 10
+#      (several segments): REPEAT pairs of opens with the producer snapshots the
+#      build left and with them removed (the scan replays every batch into the
+#      producer state), warm, and cold with --drop-caches as in 5; medians
 #   6. bench_keydir (key directory memory and speed at 1M keys)
 # Targets:
 #   append: batched appends (batch 1000) take records at >= 0.5 x dd's MB/s for the
@@ -52,6 +61,7 @@
 #           shown beside (a ratio of compressed bytes would count a better compression
 #           ratio against the row). Every zstd level and value kind measured.
 #   open:   warm scan (log bytes / tfs_plog_open time) >= 1 GB/s
+#   producer state: each *_idem row's records/s >= 0.9 x its row without --idempotent
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +76,9 @@ ZSTD_FAST_LEVELS=${ZSTD_FAST_LEVELS-1 -1}
 STRICT=${STRICT:-0}
 APPEND_TARGET_RATIO=0.5
 OPEN_TARGET_GBPS=1.0
+PSTATE_RECORDS=${PSTATE_RECORDS:-4000000}
+PSTATE_PRODUCERS=${PSTATE_PRODUCERS:-1000}
+IDEM_TARGET_RATIO=0.9
 
 die() { echo "engine.sh: $*" >&2; exit 1; }
 note() { echo "engine.sh: $*" >&2; }
@@ -145,6 +158,12 @@ declare -A CFG_ARGS=(
 ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1000_w1_zstd_json b1000_w2_zstd_json
 	enc1000_w1_zstd enc1000_w1_zstd_json prod1000_w1 prod1000_w1_zstd prod1000_w2_zstd
 	prod1000_w1_zstd_json prod1000_w2_zstd_json)
+# producer-state validation: these rows against the same without --idempotent
+declare -A IDEM_BASE=([prod1000_w1_idem]=prod1000_w1 [prod1000_w2_zstd_idem]=prod1000_w2_zstd)
+for tag in prod1000_w1_idem prod1000_w2_zstd_idem; do
+	CFG_ARGS[$tag]="${CFG_ARGS[${IDEM_BASE[$tag]}]} --idempotent"
+	ORDER+=("$tag")
+done
 for level in $ZSTD_FAST_LEVELS; do
 	[[ $level =~ ^-?[0-9]+$ ]] || die "ZSTD_FAST_LEVELS: $level is not a level"
 	for w in 1 2; do
@@ -193,17 +212,29 @@ spread() {
 	done | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f%%", (v[NR] - v[1]) * 100 / v[int((NR + 1) / 2)] }'
 }
 
+# run_open TAG ARGS... : runs bench_open ARGS in DATA (with IO, and cold too when
+# the page cache can be dropped), keeps its output in $LOGS/TAG.out; 1 if it failed
+run_open() {
+	local tag=$1; shift
+	local args=("$@" --dir "$DATA")
+	[[ -n $IO ]] && args+=(--io "$IO")
+	[[ -w /proc/sys/vm/drop_caches ]] && args+=(--drop-caches)
+	note "bench_open ${args[*]} (builds the log first, untimed)"
+	if ! "$BUILD/bench_open" "${args[@]}" >"$LOGS/$tag.out" 2>"$LOGS/$tag.err"; then
+		note "bench_open ${args[*]} FAILED: $(tail -n 3 "$LOGS/$tag.err")"
+		ERRORS=$((ERRORS + 1))
+		return 1
+	fi
+}
+
 # 5. open
-OPEN_ARGS=(--records "$OPEN_RECORDS" --dir "$DATA")
-[[ -n $IO ]] && OPEN_ARGS+=(--io "$IO")
-[[ -w /proc/sys/vm/drop_caches ]] && OPEN_ARGS+=(--drop-caches)
-note "bench_open ${OPEN_ARGS[*]} (builds the log first, untimed)"
 OPEN_OK=1
-if ! "$BUILD/bench_open" "${OPEN_ARGS[@]}" >"$LOGS/open.out" 2>"$LOGS/open.err"; then
-	note "bench_open FAILED: $(tail -n 3 "$LOGS/open.err")"
-	ERRORS=$((ERRORS + 1))
-	OPEN_OK=0
-fi
+run_open open --records "$OPEN_RECORDS" || OPEN_OK=0
+
+# 5b. open with producer snapshots vs a full replay
+PSTATE_OK=1
+run_open open_pstate --producers "$PSTATE_PRODUCERS" --records "$PSTATE_RECORDS" --batch 10 \
+	--rounds "$REPEAT" || PSTATE_OK=0
 
 # 6. keydir
 KEYDIR_STATUS="not built in $BUILD (skipped)"
@@ -299,6 +330,55 @@ if ((OPEN_OK)); then
 		"$(metric "$f" peak_rss_mb)"
 else
 	echo "   run failed (see $LOGS/open.err)"
+fi
+
+echo
+echo "== producer-state validation: --idempotent rows vs the same rows without (median records/s)"
+for tag in prod1000_w1_idem prod1000_w2_zstd_idem; do
+	base=${IDEM_BASE[$tag]}
+	f=$(median_run "$tag")
+	b=$(median_run "$base")
+	if [[ -z $f || -z $b ]]; then
+		printf '   %-22s run failed\n' "$tag"
+		continue
+	fi
+	# the rows must be what they say: producers recorded only with --idempotent
+	if [[ $(metric "$f" producers) == 0 || $(metric "$b" producers) != 0 ]]; then
+		note "$tag: producer state holds $(metric "$f" producers) producers, $base $(metric "$b" producers)"
+		ERRORS=$((ERRORS + 1))
+	fi
+	ratio=$(awk -v a="$(metric "$f" records_per_s)" -v c="$(metric "$b" records_per_s)" \
+		'BEGIN { if (c > 0) printf "%.2f", a / c; else print "-" }')
+	if awk -v r="$ratio" -v t="$IDEM_TARGET_RATIO" 'BEGIN { exit !(r >= t) }'; then
+		target=PASS
+	else
+		target=FAIL
+		TARGET_FAILS=$((TARGET_FAILS + 1))
+	fi
+	printf '   %-22s %10s records/s vs %-17s %10s: %sx   target >= %s: %s\n' "$tag" \
+		"$(metric "$f" records_per_s)" "$base" "$(metric "$b" records_per_s)" "$ratio" \
+		"$IDEM_TARGET_RATIO" "$target"
+done
+
+echo
+echo "== open with producer snapshots vs a full replay: $PSTATE_PRODUCERS producers, $PSTATE_RECORDS records in batches of 10"
+if ((PSTATE_OK)); then
+	f=$LOGS/open_pstate.out
+	printf '   log %s bytes in %s segments, %s snapshot files, %s producers recovered both ways\n' \
+		"$(metric "$f" log_bytes)" "$(metric "$f" segments)" "$(metric "$f" snapshots)" \
+		"$(metric "$f" producers)"
+	printf '   warm: with snapshots %s s, without (full replay) %s s: %sx (median of %s pairs; no target)\n' \
+		"$(metric "$f" open_seconds_snapshot)" "$(metric "$f" open_seconds_scan)" \
+		"$(metric "$f" scan_over_snapshot)" "$REPEAT"
+	if [[ -n $(metric "$f" open_seconds_snapshot_cold) ]]; then
+		printf '   cold (caches dropped before each open): with %s s, without %s s: %sx\n' \
+			"$(metric "$f" open_seconds_snapshot_cold)" "$(metric "$f" open_seconds_scan_cold)" \
+			"$(metric "$f" scan_over_snapshot_cold)"
+	else
+		echo "   cold: not measured (/proc/sys/vm/drop_caches not writable)"
+	fi
+else
+	echo "   run failed (see $LOGS/open_pstate.err)"
 fi
 
 echo
