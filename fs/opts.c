@@ -200,6 +200,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		return 0;
 	}
+	/* Kafka's broker setting for the consumer groups' offsets (engine/groups.h) */
+	if (!strcmp(name, "offsets.retention.minutes")) {
+		if (!tfs_parse_i64(val, 1, INT64_MAX / 60000, &v))
+			return bad_value(o, arg, "expected minutes >= 1");
+		o->engine.groups.retention_ms = v * 60000;
+		return 0;
+	}
 	if (in_list(tfs_kafka_config_names(), name)) {
 		const char *why;
 		if (tfs_kafka_config_set(&o->kafka, name, val, &why) < 0)
@@ -290,12 +297,14 @@ void tfs_opts_usage(const char *prog)
 	       "    -o listeners=PLAINTEXT://HOST:PORT  serve Kafka's protocol on the same\n"
 	       "                           log (off by default; docs/kafka.md)\n"
 	       "    -o kafka_allow_remote=true  let listeners bind a non-loopback address\n"
+	       "                           without authentication (refused otherwise)\n"
 	       "    -o listeners=SASL_PLAINTEXT://HOST:PORT,kafka_sasl_credentials=FILE\n"
 	       "                           authenticate every connection (PLAIN, SCRAM-SHA-256;\n"
 	       "                           sasl.enabled.mechanisms=...; docs/kafka.md)\n"
-	       "                           without authentication (refused otherwise)\n"
+	       "    -o kafka_sasl_credentials=FILE  the principals of a SASL listener, each\n"
+	       "                           a Unix user (not readable by others)\n"
 	       "    -o NAME=VALUE          a Kafka listener setting by its broker name:\n"
-	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads group.initial.rebalance.delay.ms\n"
+	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads group.initial.rebalance.delay.ms queued.max.request.bytes offsets.retention.minutes sasl.enabled.mechanisms\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);
 	for (const char *const *n = tfs_topic_config_names(); *n; n++)

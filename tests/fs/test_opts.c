@@ -97,8 +97,10 @@ static void each_option_sets_what_it_names(void **state)
 
 	parse(&p, "-o", "partitions=3,io=sync,ro,max_open_files=64,cache_timeout=2.5", "-o",
 	      "segment.bytes=1048576,log.cleaner.threads=0,max_read=65536,direct_reads",
-	      "-o", "scratch_max_files=0,fault=write:3:EIO,allow_other", "/data", "/mnt", NULL);
+	      "-o", "scratch_max_files=0,fault=write:3:EIO,allow_other,offsets.retention.minutes=90",
+	      "/data", "/mnt", NULL);
 	assert_int_equal(p.rc, 0);
+	assert_int_equal(p.o.engine.groups.retention_ms, 90 * 60000);
 	assert_int_equal(p.o.engine.default_partitions, 3);
 	assert_int_equal(p.o.engine.io_kind, TFS_IO_SYNC);
 	assert_true(p.o.read_only);
@@ -169,7 +171,8 @@ static void bad_values_are_refused(void **state)
 		"max_read=1048577", "cache_timeout=-1", "cache_timeout=soon",
 		"scratch_max_files=1000001", "segment.bytes=lots", "cleanup.policy=keep",
 		"log.cleaner.threads=-1", "fault=write:0:EIO", "fault=nonsense",
-		"default_permissions,no_default_permissions",
+		"default_permissions,no_default_permissions", "offsets.retention.minutes=0",
+		"offsets.retention.minutes=weekly", "offsets.retention.minutes=153722867280913",
 	};
 	(void)state;
 
