@@ -811,6 +811,8 @@ int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *valu
 	struct tfs_topic_config c;
 	int rc;
 
+	if (tfs_topic_internal(t))
+		return refuse_internal(t->name, "change the config of");
 	pthread_mutex_lock(&t->lock);
 	c = t->cfg;
 	rc = tfs_topic_config_set(&c, name, value);
@@ -830,6 +832,8 @@ int tfs_topic_set_configs(struct tfs_topic *t, bool from_defaults, const char *c
 	int rc = 0;
 
 	*bad = n;
+	if (tfs_topic_internal(t))
+		return refuse_internal(t->name, "change the config of");
 	pthread_mutex_lock(&t->lock);
 	c = from_defaults ? t->e->cfg.topic_defaults : t->cfg;
 	for (size_t i = 0; i < n && rc == 0; i++) {

@@ -115,7 +115,8 @@ struct tfs_plog *tfs_topic_partition(struct tfs_topic *t, int32_t partition);
 int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition);
 
 /* Config and ownership: copies out / validates, applies to every partition and
- * persists atomically; on error nothing changes. */
+ * persists atomically; on error nothing changes. An internal topic's config is
+ * its owner's: changing it is -EPERM (logged). */
 void tfs_topic_get_config(struct tfs_topic *t, struct tfs_topic_config *c);
 int tfs_topic_set_config(struct tfs_topic *t, const char *name, const char *value);
 void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m);
@@ -125,7 +126,8 @@ void tfs_topic_get_meta(struct tfs_topic *t, struct tfs_topic_meta *m);
  * new set); a NULL value puts the mount's default back. One atomic persist for
  * all; validate_only checks and changes nothing. On a refusal nothing changes and
  * *bad is the index of the pair refused (n otherwise). Errors: -EINVAL (a name or
- * value; *bad says which), TFS_EREADONLY, -ENOENT (deleted), the file's errors. */
+ * value; *bad says which), -EPERM (an internal topic), TFS_EREADONLY, -ENOENT
+ * (deleted), the file's errors. */
 int tfs_topic_set_configs(struct tfs_topic *t, bool from_defaults, const char *const *names,
                           const char *const *values, size_t n, bool validate_only, size_t *bad);
 /* The mount's topic defaults (tfs_engine_config.topic_defaults). */

@@ -167,7 +167,10 @@ static int encode(struct tfs_plog_txn *t, const struct tfs_append_rec *recs, siz
 	*bytes = 0;
 	for (size_t i = 0; i < count; i++)
 		*bytes += tfs__plog_record_bytes(&recs[i]);
-	if (tfs__plog_unit_too_big(max_message_bytes, recs, count, *bytes))
+	/* a marker is never refused for its size: Kafka does not bound control
+	 * batches by max.message.bytes, and a refused one would hold the last
+	 * stable offset back for good */
+	if (!marker && tfs__plog_unit_too_big(max_message_bytes, recs, count, *bytes))
 		return -EFBIG;
 	rc = tfs__encoder_reserve(e, count);
 	if (rc < 0)

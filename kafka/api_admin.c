@@ -64,6 +64,11 @@ enum {
 #define STICKY 01000
 #define CFG_NAME_MAX 128                /* longer than any name the parser knows */
 #define MSG_MAX 256
+/* An alteration names each resource, and each config of a resource, once, which
+ * is checked pair by pair: these bound that work (a topic has about twenty
+ * configs). A larger request closes the connection, logged. */
+#define ALTER_RESOURCES_MAX 10000
+#define ALTER_ENTRIES_MAX 1000
 
 /* Kafka's type of each topic config it shares a name with (LogConfig). */
 static int8_t config_type(const char *name)
@@ -510,6 +515,9 @@ static int16_t alter_topic(struct tfs_kafka_ctx *ctx, const struct resource *rs,
 	} else if (rc == -ENOENT) {
 		err = E_UNKNOWN_TOPIC_OR_PARTITION;
 		*msg = "no such topic";
+	} else if (rc == -EPERM) {
+		err = E_INVALID_REQUEST;
+		*msg = "an internal topic: its config is the consumer groups' store's";
 	} else if (rc < 0) {
 		err = E_KAFKA_STORAGE_ERROR;
 		*msg = tfs_strerror(rc);
@@ -532,15 +540,28 @@ enum tfs_kafka_verdict tfs__kafka_alter_configs(struct tfs_kafka_ctx *ctx, struc
                                                 struct kw *w, bool incremental)
 {
 	int32_t n = kr_array(r, 4);
-	struct resource *res = n > 0 ? calloc((size_t)n, sizeof(*res)) : NULL;
+	struct resource *res;
 	bool validate_only;
 
+	if (n > ALTER_RESOURCES_MAX) {
+		tfs_log_warn("kafka", "closing a connection: an alteration of %d resources (at most %d)",
+		             (int)n, ALTER_RESOURCES_MAX);
+		return KAFKA_CLOSE;
+	}
+	res = n > 0 ? calloc((size_t)n, sizeof(*res)) : NULL;
 	if (n > 0 && !res)
 		return KAFKA_CLOSE;
 	for (int32_t i = 0; i < n && !r->bad; i++) {
 		res[i].type = kr_i8(r);
 		res[i].name = kr_str(r, NULL);
 		res[i].n = kr_array(r, 2);
+		if (res[i].n > ALTER_ENTRIES_MAX) {
+			tfs_log_warn("kafka", "closing a connection: an alteration of %d configs of one "
+			             "resource (at most %d)", (int)res[i].n, ALTER_ENTRIES_MAX);
+			res[i].n = 0;
+			r->bad = true;
+			break;
+		}
 		if (res[i].n > 0 && !(res[i].e = calloc((size_t)res[i].n, sizeof(*res[i].e))))
 			r->bad = true;
 		for (int32_t j = 0; j < res[i].n && !r->bad; j++) {

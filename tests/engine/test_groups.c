@@ -447,6 +447,20 @@ static void the_internal_topic_is_the_stores_alone(void **state)
 		assert_int_equal(tfs_plog_append_onto(pl, rec.key, rec.value, false, NULL, NULL), -EPERM);
 		assert_int_equal(tfs_plog_append_batch(pl, junk, sizeof(junk), false, NULL, NULL, NULL,
 		                                       NULL), -EPERM);
+		{       /* nor a transaction, nor a config that would stop compacting it */
+			struct tfs_plog_txn *txn = NULL;
+			const char *name = "cleanup.policy", *value = "delete";
+			struct tfs_topic_config c;
+			size_t bad;
+			assert_int_equal(tfs_plog_txn_begin(pl, 5, 0, &txn), -EPERM);
+			assert_int_equal(tfs_topic_set_config(t, name, value), -EPERM);
+			assert_int_equal(tfs_topic_set_configs(t, true, &name, &value, 1, false, &bad),
+			                 -EPERM);
+			assert_int_equal(tfs_topic_set_configs(t, false, &name, &value, 1, true, &bad),
+			                 -EPERM);
+			tfs_topic_get_config(t, &c);
+			assert_int_equal(c.cleanup_policy, TFS_POLICY_COMPACT);
+		}
 		assert_int_equal(records_in(f, 0), 0);
 		tfs_topic_unref(t);
 		reopen(f);

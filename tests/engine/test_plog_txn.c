@@ -402,6 +402,37 @@ static void a_crash_at_every_io_step_leaves_whole_transactions(void **state)
 	sweep_crash_points(*state, crash_at, 3000);
 }
 
+/* Regression: a marker was bounded by max.message.bytes like data. A bound
+ * lowered while a transaction was open made its COMMIT fail with EFBIG, and the
+ * transaction then held the last stable offset back for good (the abort at the
+ * next open failed the same way). Kafka bounds no control batch. */
+static void a_marker_is_not_bounded_by_max_message_bytes(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_txn *t;
+	char *v;
+
+	open_pl(f);
+	t = begin(f, 9);
+	txn_put(t, "a", "x");
+	f->cfg.max_message_bytes = 1;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	assert_int_equal(tfs_plog_txn_end(t, true, false), 0);
+	v = value_of(f->pl, "a");
+	assert_string_equal(v, "x");
+	free(v);
+	assert_int_equal(tfs_plog_last_stable_offset(f->pl), 2);
+	f->cfg.max_message_bytes = 1048588;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	t = begin(f, 10);
+	txn_put(t, "b", "y");
+	f->cfg.max_message_bytes = 1;
+	tfs_plog_set_config(f->pl, &f->cfg);
+	assert_int_equal(tfs_plog_txn_end(t, false, false), 0);
+	assert_false(live(f->pl, "b"));
+	assert_int_equal(tfs_plog_last_stable_offset(f->pl), 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +442,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(the_txnindex_holds_the_aborts_and_is_rebuilt, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(an_open_transaction_is_aborted_at_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_marker_is_not_bounded_by_max_message_bytes, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(readers_see_transactions_whole_while_writers_run, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_leaves_whole_transactions, setup,

@@ -482,6 +482,15 @@ def main():
             mechs.append(r[off + 2:off + 2 + ln].decode())
             off += 2 + ln
         print(err, ",".join(mechs))
+    elif cmd == "alter-many":           # RESOURCES CONFIGS: an AlterConfigs v0 naming RESOURCES
+        n, m = int(args[0]), int(args[1])   # topics of CONFIGS entries each; "closed" or
+        body = struct.pack(">i", n)         # the first resource's error
+        for i in range(n):
+            body += b"\x02" + kstr("t%d" % i) + struct.pack(">i", m)
+            body += (kstr("retention.ms") + kstr("1")) * m
+        s.sendall(frame(33, 0, 9, body + b"\x00"))
+        r = recv_frame(s)
+        print("closed" if r is None else struct.unpack(">h", r[12:14])[0])
     elif cmd == "incr-alter":           # VERSION TOPIC VALIDATE NAME:OP[:VALUE]...: error
         ops = []
         for x in args[3:]:

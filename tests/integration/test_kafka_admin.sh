@@ -66,6 +66,11 @@ PY
 	assert_eq 42 "$(kw incr-alter 0 t 0 segment.bytes:9:4096)" "an unknown operation"
 	assert_eq 0 "$(kw incr-alter 1 t 1 segment.bytes:0:4096)" "validate_only"
 	assert_eq 17 "$(kw incr-alter 0 .bad 0 segment.bytes:0:4096)" "an invalid topic name"
+	# a request that names too many resources, or too many configs of one, closes
+	# the connection (each is checked against every other: the work is bounded)
+	assert_eq closed "$(kw alter-many 10001 0)" "an alteration of 10001 resources"
+	assert_eq closed "$(kw alter-many 1 1001)" "an alteration of 1001 configs of a resource"
+	assert_eq 3 "$(kw alter-many 2 0)" "two resources of unknown topics"
 	assert_eq "$before" "$(cat "$DATA/topics/t")" "the config file after refused changes"
 	assert_eq 2097152 "$(t_x "$MNT/t" segment.bytes)" "segment.bytes after refused changes"
 	# name=value:source:type, every field of the flexible v4 response read

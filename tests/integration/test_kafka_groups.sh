@@ -78,8 +78,40 @@ c_positions_survive() {
 	assert_eq "0:9 1:2" "$(kg resume g3 t 2)" "where a member resumes after kill -9"
 }
 
+# Regression: DeleteGroups checked no permission, so any client could wipe a
+# stopped group's positions, even of topics it may not write (or read). It now
+# takes what `rmdir .groups/GROUP` takes: write permission on every topic the
+# group has offsets of.
+c_delete_needs_write() {
+	local u=tfs_kgroups_user
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	kmount
+	mkdir "$MNT/t" && mkdir "$MNT/t/1"
+	echo v > "$MNT/t/0/k"
+	kg commit g4 t 0:1 1:0
+	T_PORT=$PORT t_as "$u" "$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka.admin import KafkaAdminClient
+a = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+r = a.delete_consumer_groups(["g4"])
+assert r[0][0] == "g4" and r[0][1].errno == 30, r
+PY
+	assert_eq "0:1 1:0" "$(kg committed g4 t 2)" "committed after another user's DeleteGroups"
+	t_daemon_log | grep -q 'refusing to delete group "g4"' || fail "no log line for the refusal"
+	"$T_PY" - "$BROKER" <<'PY'
+import sys
+from kafka.admin import KafkaAdminClient
+a = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+r = a.delete_consumer_groups(["g4"])
+assert r[0][0] == "g4" and r[0][1].errno == 0, r
+PY
+	assert_eq "0:-1 1:-1" "$(kg committed g4 t 2)" "committed after the owner's DeleteGroups"
+}
+
 t_test librdkafka_group c_librdkafka_group
 t_test silent_member c_silent_member
 t_test kafka_python_group c_kafka_python_group
 t_test positions_survive c_positions_survive
+t_test delete_needs_write c_delete_needs_write
 t_done
