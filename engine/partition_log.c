@@ -376,9 +376,16 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 		return true;
 	/* timeWaitedForRoll: from the first batch's timestamp when it has one (0 is a
 	 * timestamp), else from the segment's creation */
-	if (s->first_batch_timestamp >= 0 ? incoming_ts - s->first_batch_timestamp > seg_ms
-	                                  : tfs_now_ms() - s->created_ms > seg_ms)
+	if (s->first_batch_timestamp >= 0) {
+		/* a client's timestamps may be anything: a difference past int64 is
+		 * a wait past any segment.ms, or none, by its sign */
+		int64_t waited;
+		if (__builtin_sub_overflow(incoming_ts, s->first_batch_timestamp, &waited)
+		        ? incoming_ts > s->first_batch_timestamp : waited > seg_ms)
+			return true;
+	} else if (tfs_now_ms() - s->created_ms > seg_ms) {
 		return true;
+	}
 	if (tfs_segment_index_full(s, pl->cfg.segment_index_bytes))
 		return true;
 	return last_offset - s->base_offset > INT32_MAX;

@@ -199,8 +199,7 @@ static int put_txn_begin(struct tfs_mount *m, struct bulk_fh *b, struct tfs_plog
 	if (rc < 0)
 		return rc;
 	tfs_plog_txn_on_commit(b->txn, put_committed, b);
-	b->txn_failed = 0;
-	return 0;
+	return 0;                       /* a write that failed before it still aborts it */
 }
 
 /* Ends the .put's transaction: commit, or abort after a failed write (or with

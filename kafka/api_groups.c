@@ -39,7 +39,7 @@ static char *cstr(struct tfs_slice s)
 {
 	char *p;
 
-	if (memchr(s.p, '\0', s.len))
+	if (s.len && memchr(s.p, '\0', s.len))
 		return NULL;
 	p = malloc(s.len + 1);
 	if (!p)
