@@ -60,8 +60,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
 #include "engine/topic_config.h"
 #include "io/file_util.h"
 #include "io/io.h"

@@ -5,8 +5,8 @@
 #ifndef TFS_BENCH_BATCH_H
 #define TFS_BENCH_BATCH_H
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
 
 /* Builds recs[0, n), all timestamped now, under params into *out (borrowed from b,
  * valid until its next reset) and *len. 0, or what the builder returned. */

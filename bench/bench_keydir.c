@@ -1,4 +1,4 @@
-/* bench_keydir.c - memory and speed of the key directory (engine/keydir.h).
+/* bench_keydir.c - memory and speed of the key directory (engine/log/keydir.h).
  *
  * Usage: bench_keydir [KEYS]    (default 1000000; 10000000 for the large run)
  *
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/keydir.h"
+#include "engine/log/keydir.h"
 
 #include "bench/bench_util.h"
 

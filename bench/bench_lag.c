@@ -1,4 +1,4 @@
-/* bench_lag.c - what a lag question costs on a large partition (engine/lag.h).
+/* bench_lag.c - what a lag question costs on a large partition (engine/log/lag.h).
  *
  *   bench_lag [RECORDS [KEYS]]      (default 1000000 records over 1000 keys)
  *
@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "engine/lag.h"
-#include "engine/partition_log.h"
+#include "engine/log/lag.h"
+#include "engine/log/partition_log.h"
 #include "io/file_util.h"
 #include "io/io.h"
 

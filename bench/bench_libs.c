@@ -20,7 +20,7 @@
 #include <zlib.h>
 
 #include "bench/bench_util.h"
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 
 #define GZIP_WINDOW_BITS (15 + 16)
 

@@ -61,9 +61,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
-#include "engine/producer_state.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
+#include "engine/producer/producer_state.h"
 #include "engine/topic_config.h"
 #include "io/file_util.h"
 #include "io/io.h"

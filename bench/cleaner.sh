@@ -47,7 +47,7 @@
 #      log.cleaner.backoff.ms=CYCLE_BACKOFF_MS: with Kafka's 15000 the thread would
 #      sleep through the whole ingest and the cycle would be ingest + one full pass.
 #      Why two RocksDB runs: topicfs starts a background fdatasync of the log every
-#      8 MiB (FLUSH_AHEAD_BYTES, engine/partition_log.c), so what a power cut can take
+#      8 MiB (FLUSH_AHEAD_BYTES, engine/log/partition_log.c), so what a power cut can take
 #      from acknowledged appends is bounded. RocksDB by default never syncs its WAL
 #      (sync=false), and at this ingest rate each WAL is deleted after its memtable
 #      flush before the kernel writes it back: its bytes never reach the disk, and the

@@ -33,10 +33,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "engine/engine.h"
-#include "engine/groups.h"
-#include "engine/producer_ids.h"
+#include "engine/groups/groups.h"
+#include "engine/producer/producer_ids.h"
 #include "io/file_util.h"
 #include "io/log.h"
 

@@ -29,8 +29,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "engine/groups.h"
-#include "engine/partition_log.h"
+#include "engine/groups/groups.h"
+#include "engine/log/partition_log.h"
 #include "engine/topic_config.h"
 #include "io/io.h"
 
@@ -159,7 +159,7 @@ int tfs_engine_internal_topic_create(struct tfs_engine *e, const char *name, int
 /* Makes every partition of every topic durable. */
 int tfs_engine_sync(struct tfs_engine *e);
 
-/* The cleaner (engine/cleaner.h) that compacts and applies retention to every
+/* The cleaner (engine/cleaner/cleaner.h) that compacts and applies retention to every
  * partition; NULL on a read-only engine. Borrowed, valid until tfs_engine_close. */
 struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e);
 

@@ -41,7 +41,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 #include "io/file_util.h"
 #include "io/log.h"
 

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cleaner.h"
-#include "engine/groups.h"
-#include "engine/lag.h"
+#include "engine/cleaner/cleaner.h"
+#include "engine/groups/groups.h"
+#include "engine/log/lag.h"
 #include "fs/consumers.h"
 #include "fs/node.h"
 

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "fs/mount.h"
 #include "fs/node.h"
 

@@ -1,6 +1,6 @@
 /* history_fate.h - the cleaner's forecast as attributes: `fate` and `superseded_by`
  * of a history entry, `next_pass` of a partition (history_fate.c). Each is a dry
- * run of the next pass (engine/cleaner.h, tfs_cleaner_dry_run) or a walk of the
+ * run of the next pass (engine/cleaner/cleaner.h, tfs_cleaner_dry_run) or a walk of the
  * log. A dry run reads the whole dirty region and takes a cleaner thread's offset
  * map, so any reader could otherwise make the daemon do one per getfattr: the mount
  * runs one dry run at a time (tfs_fate_cache), and its result answers every `fate`

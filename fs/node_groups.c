@@ -1,7 +1,7 @@
 /* node_groups.c - /.groups: consumer groups' committed offsets as files.
  *
  *   .groups/                  unlisted at the root; lists every group the store
- *                             knows (engine/groups.h) and those made by mkdir
+ *                             knows (engine/groups/groups.h) and those made by mkdir
  *     GROUP/                  one directory per group; mkdir makes one, rmdir
  *                             deletes its offsets (EBUSY while it has members)
  *       TOPIC.PARTITION       its committed offset, "N\n"; writing a number
@@ -35,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/groups.h"
-#include "engine/lag.h"
+#include "engine/groups/groups.h"
+#include "engine/log/lag.h"
 #include "fs/consumers.h"
 #include "fs/node.h"
 #include "fs/node_groups.h"

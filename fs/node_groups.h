@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "engine/lag.h"
+#include "engine/log/lag.h"
 
 struct tfs_mount;
 struct tfs_node;

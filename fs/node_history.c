@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "fs/keyname.h"
 #include "fs/node.h"
 #include "io/log.h"

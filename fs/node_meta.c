@@ -2,7 +2,7 @@
  *
  *   metrics   Prometheus text format: per partition size, offsets, segments and
  *             live keys; the engine's I/O backend; fs counters; the cleaner's
- *             metrics (topicfs_cleaner_*, engine/cleaner.h; none when read-only)
+ *             metrics (topicfs_cleaner_*, engine/cleaner/cleaner.h; none when read-only)
  *   status    the same for people
  *   producer_id  a fresh producer id and its epoch ("ID EPOCH\n"), from the
  *             data directory's allocator (tfs_engine_producer_id): each open
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "fs/consumers.h"
 #include "fs/node.h"
 #include "io/log.h"

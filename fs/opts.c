@@ -200,7 +200,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		return 0;
 	}
-	/* Kafka's broker setting for the consumer groups' offsets (engine/groups.h) */
+	/* Kafka's broker setting for the consumer groups' offsets (engine/groups/groups.h) */
 	if (!strcmp(name, "offsets.retention.minutes")) {
 		if (!tfs_parse_i64(val, 1, INT64_MAX / 60000, &v))
 			return bad_value(o, arg, "expected minutes >= 1");

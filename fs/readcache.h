@@ -1,6 +1,6 @@
 /* readcache.h - the windows of partition logs that opening keys read lately.
  *
- * Owns: up to a byte bound of windows (engine/partition_log.h: runs of whole,
+ * Owns: up to a byte bound of windows (engine/log/partition_log.h: runs of whole,
  * checked batches with an index of their records), each with a reference to its
  * topic, so that the partition log it came from stays open and its pointer cannot
  * name another log while the window is kept.
@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/partition_log.h"
+#include "engine/log/partition_log.h"
 #include "fs/inode.h"
 
 struct tfs_readcache;

@@ -29,7 +29,7 @@
  * without one), is ENODATA and not listed. Writing a read-only or unknown name is
  * ENOTSUP (so `cp -a` between mounts stays quiet), a bad config value EINVAL.
  *
- * The cleaner's attributes come from engine/cleaner.h. A read-only mount has no
+ * The cleaner's attributes come from engine/cleaner/cleaner.h. A read-only mount has no
  * cleaner: its partition attributes and `region` are then absent (ENODATA) and
  * `clean` is EROFS. `delete_horizon` is a fact of the record's batch (attribute
  * bit 6), so it reads the same with or without a cleaner; it exists only for
@@ -39,7 +39,7 @@
  */
 #include "fs/xattr.h"
 
-#include "engine/producer_state.h"
+#include "engine/producer/producer_state.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -50,7 +50,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "fs/consumers.h"
 #include "fs/history_fate.h"
 #include "fs/node_groups.h"

@@ -4,7 +4,7 @@
  * applies to and its get/set functions, plus "families" whose names are dynamic
  * (header.NAME, the topic configs). A row whose value does not exist for a given
  * node (the key of a keyless record) answers -ENODATA and is not listed. The
- * cleaner's attributes (engine/cleaner.h) are rows of the same table; on a
+ * cleaner's attributes (engine/cleaner/cleaner.h) are rows of the same table; on a
  * read-only mount (no cleaner) they are absent and writing `clean` is EROFS.
  * Writing `clean` blocks the request until the pass is done.
  *

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 #include "engine/engine.h"
-#include "engine/plog_fetch.h"
+#include "engine/log/plog_fetch.h"
 #include "io/log.h"
 
 #define LEADER_EPOCH 0                  /* one node, never re-elected */

@@ -5,7 +5,7 @@
  * kafka-python and KafkaJS send to a broker that offers them).
  *
  * The coordinator is this node for every group (one broker). The group logic is
- * in group.c; positions go to the engine's store (engine/groups.h). Like every
+ * in group.c; positions go to the engine's store (engine/groups/groups.h). Like every
  * handler, each parses the whole request before acting on any of it, and a
  * request that does not parse closes the connection.
  *
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/groups.h"
+#include "engine/groups/groups.h"
 #include "io/log.h"
 #include "kafka/group.h"
 

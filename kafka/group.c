@@ -13,7 +13,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "engine/groups.h"
+#include "engine/groups/groups.h"
 #include "io/log.h"
 #include "kafka/kafka_internal.h"
 

@@ -1,6 +1,6 @@
 /* group.h - the listener's group coordinator: Kafka's classic consumer-group
  * protocol (members, generations, rebalances, session and rebalance timeouts)
- * over the engine's offsets store (engine/groups.h).
+ * over the engine's offsets store (engine/groups/groups.h).
  *
  * Owns: every group's members in memory and a timer thread that expires silent
  * members. Positions and group records live in the store; members do not

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/partition_log.h"
+#include "engine/log/partition_log.h"
 
 struct tfs_engine;
 struct tfs_topic;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "engine/plog_fetch.h"
+#include "engine/log/plog_fetch.h"
 #include "engine/types.h"
 #include "kafka/kafka.h"
 

@@ -68,7 +68,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/segment.h"
+#include "engine/log/segment.h"
 #include "io/log.h"
 #include "kafka/group.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/segment.h"
+#include "engine/log/segment.h"
 
 void kr_init(struct kr *r, const void *p, size_t len, bool flex)
 {

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/partition_log.h"
+#include "engine/log/partition_log.h"
 #include "tests/t_util.h"
 
 char *t_mkdtemp(const char *tag)

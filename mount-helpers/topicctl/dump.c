@@ -13,10 +13,10 @@
 #include <fcntl.h>
 #include <limits.h>
 
-#include "engine/batch_codec.h"
-#include "engine/cleaner.h"
-#include "engine/log_inspect.h"
-#include "engine/partition_log.h"
+#include "engine/format/batch_codec.h"
+#include "engine/cleaner/cleaner.h"
+#include "engine/inspect/log_inspect.h"
+#include "engine/log/partition_log.h"
 #include "engine/topic_config.h"
 #include "io/file_util.h"
 #include "io/io.h"

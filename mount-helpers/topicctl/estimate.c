@@ -1,5 +1,5 @@
 /* estimate.c - topicctl estimate: what compaction would save on a topic, per
- * partition and in total, from its segment files (engine/log_inspect.h does the
+ * partition and in total, from its segment files (engine/inspect/log_inspect.h does the
  * scan and the formula; this file finds the files and the topic's config, and
  * prints).
  */
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/log_inspect.h"
+#include "engine/inspect/log_inspect.h"
 #include "engine/topic_config.h"
 #include "io/io.h"
 

@@ -10,7 +10,7 @@
  *   and the user.topicfs.* attributes that docs/semantics.md §6 documents, exactly as
  *   mkdir, rmdir, rm, getfattr and setfattr would):
  *       create, describe, config, delete, status, clean, roll
- *   on FILES, read-only, through engine/log_inspect.h (no daemon needed; safe on
+ *   on FILES, read-only, through engine/inspect/log_inspect.h (no daemon needed; safe on
  *   a live data directory):
  *       dump, verify, estimate (estimate accepts MOUNT/TOPIC too: it finds the
  *       mount's data directory in /proc/self/mountinfo)

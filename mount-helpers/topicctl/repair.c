@@ -1,6 +1,6 @@
 /* repair.c - topicctl repair: truncates a damaged partition log at its first
  * unreadable batch, as Kafka's recovery would, after saying what that loses
- * (engine/log_repair.h). A dry run unless --yes; never on a mounted directory.
+ * (engine/inspect/log_repair.h). A dry run unless --yes; never on a mounted directory.
  */
 #include "topicctl.h"
 
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/log_inspect.h"
-#include "engine/log_repair.h"
+#include "engine/inspect/log_inspect.h"
+#include "engine/inspect/log_repair.h"
 #include "io/io.h"
 
 #define ASIDE_DIR ".repaired"          /* DATA_DIR/.repaired/: what repairs cut */

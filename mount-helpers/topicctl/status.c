@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/log_inspect.h"
+#include "engine/inspect/log_inspect.h"
 
 #define STATUS_BAR_MAX 40
 #define STATUS_BAR_MIN 10

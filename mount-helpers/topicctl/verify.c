@@ -1,5 +1,5 @@
 /* verify.c - topicctl verify: checks a data directory or a partition directory
- * read-only through tfs_inspect_verify_* (engine/log_inspect.h) and prints each
+ * read-only through tfs_inspect_verify_* (engine/inspect/log_inspect.h) and prints each
  * finding as FILE:POSITION: MESSAGE, or JSON.
  */
 #include "topicctl.h"
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/log_inspect.h"
+#include "engine/inspect/log_inspect.h"
 #include "io/io.h"
 
 const char verify_help[] =

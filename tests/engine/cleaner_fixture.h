@@ -16,10 +16,10 @@
 
 #include <xxhash.h>
 
-#include "engine/cleaner.h"
-#include "engine/cleaner_internal.h"
-#include "engine/partition_log.h"
-#include "engine/segment.h"
+#include "engine/cleaner/cleaner.h"
+#include "engine/cleaner/cleaner_internal.h"
+#include "engine/log/partition_log.h"
+#include "engine/log/segment.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"

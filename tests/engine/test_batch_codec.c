@@ -18,7 +18,7 @@
 
 #include <zstd.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 
 /* 2023-11-14T22:13:20Z, the timestamp of every golden vector. */
 #define T0 INT64_C(1700000000000)

@@ -1,4 +1,4 @@
-/* test_compress.c - engine/compress.c: every codec round-trips at and around its
+/* test_compress.c - engine/format/compress.c: every codec round-trips at and around its
  * block sizes, writes the framing Kafka writes, reads the framings other writers
  * use, and refuses truncated, oversized and trailing input without crashing. */
 #include <stdarg.h>
@@ -14,8 +14,8 @@
 #include <snappy-c.h>
 #include <zstd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/compress.h"
+#include "engine/format/batch_codec.h"
+#include "engine/format/compress.h"
 #include "engine/types.h"
 
 static const int codecs[] = { TFS_CODEC_GZIP, TFS_CODEC_SNAPPY, TFS_CODEC_LZ4, TFS_CODEC_ZSTD };

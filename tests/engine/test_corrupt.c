@@ -37,9 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/log_inspect.h"
-#include "engine/log_repair.h"
-#include "engine/partition_log.h"
+#include "engine/inspect/log_inspect.h"
+#include "engine/inspect/log_repair.h"
+#include "engine/log/partition_log.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 
 #define SMALL_MAX 300
 #define ALIGNMENTS 8

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "engine/engine.h"
 #include "io/log.h"
 #include "tests/t_util.h"

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/groups.h"
-#include "engine/groups_codec.h"
+#include "engine/groups/groups.h"
+#include "engine/groups/groups_codec.h"
 #include "io/log.h"
 #include "tests/t_util.h"
 

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/keydir.h"
+#include "engine/log/keydir.h"
 
-/* Test hooks defined in engine/keydir.c: the public calls with a forced hash, and the
+/* Test hooks defined in engine/log/keydir.c: the public calls with a forced hash, and the
  * invariant checker (0, or the number of the violated invariant). */
 extern int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
                                   const struct tfs_keyinfo *info);

@@ -1,4 +1,4 @@
-/* test_lag.c - consumer lag in records and time (engine/lag.c) against a
+/* test_lag.c - consumer lag in records and time (engine/log/lag.c) against a
  * brute-force count over every record on disk. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 
 #include <pthread.h>
 
-#include "engine/lag.h"
+#include "engine/log/lag.h"
 #include "tests/engine/cleaner_fixture.h"
 
 #define COMMIT 1

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/log_inspect.h"
+#include "engine/format/batch_codec.h"
+#include "engine/inspect/log_inspect.h"
 #include "io/io.h"
 #include "tests/t_util.h"
 

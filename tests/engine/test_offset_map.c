@@ -1,4 +1,4 @@
-/* test_offset_map.c - the cleaner's offset map (engine/offset_map.c), porting Kafka's
+/* test_offset_map.c - the cleaner's offset map (engine/cleaner/offset_map.c), porting Kafka's
  * OffsetMapTest plus the topicfs rules: 24-byte entries, the full rule, max offset. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/offset_map.h"
+#include "engine/cleaner/offset_map.h"
 
 #define ENTRY_BYTES 24
 #define DEFAULT_LOAD_FACTOR 0.9

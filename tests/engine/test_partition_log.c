@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/log_damage.h"
-#include "engine/partition_log.h"
-#include "engine/segment.h"
+#include "engine/log/log_damage.h"
+#include "engine/log/partition_log.h"
+#include "engine/log/segment.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"

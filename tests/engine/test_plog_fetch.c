@@ -1,4 +1,4 @@
-/* test_plog_fetch.c - batches as stored for consumers (engine/plog_fetch.h):
+/* test_plog_fetch.c - batches as stored for consumers (engine/log/plog_fetch.h):
  * which batches a fetch from each offset returns, the byte bound and the first
  * batch that is whole past it, segments crossed, the watermark's edges, the
  * bytes of a span as they are in the file, the offset at a timestamp, and the
@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
-#include "engine/plog_fetch.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
+#include "engine/log/plog_fetch.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "tests/t_util.h"

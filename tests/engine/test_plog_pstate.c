@@ -18,11 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
-#include "engine/cleaner_internal.h"
-#include "engine/partition_log.h"
-#include "engine/producer_state.h"
-#include "engine/segment.h"
+#include "engine/format/batch_codec.h"
+#include "engine/cleaner/cleaner_internal.h"
+#include "engine/log/partition_log.h"
+#include "engine/producer/producer_state.h"
+#include "engine/log/segment.h"
 #include "engine/topic_config.h"
 #include "io/io.h"
 #include "io/log.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/producer_ids.h"
+#include "engine/producer/producer_ids.h"
 #include "io/io.h"
 #include "io/log.h"
 #include "tests/t_util.h"

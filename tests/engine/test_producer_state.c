@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/producer_state.h"
+#include "engine/producer/producer_state.h"
 
 #define PID 1L
 #define NOW 1000000L

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/segment.h"
+#include "engine/log/segment.h"
 #include "io/log.h"
 #include "tests/t_util.h"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 #include "engine/topic_config.h"
 #include "io/log.h"
 #include "tests/t_util.h"

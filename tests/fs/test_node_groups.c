@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/groups.h"
+#include "engine/groups/groups.h"
 #include "fs/mount.h"
 #include "fs/node.h"
 #include "tests/fuzz/fz.h"

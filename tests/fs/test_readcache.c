@@ -1,5 +1,5 @@
 /* test_readcache.c - key reads through kept windows (fs/readcache.h, and the window
- * API of engine/partition_log.h under it): the same records as a plain read, the
+ * API of engine/log/partition_log.h under it): the same records as a plain read, the
  * newest value after overwrites, rolls and cleaning passes, corruption reported
  * (and confined to its batch), the byte bound, zstd batches, a deleted topic's
  * windows dropped, and readers running while a writer and the cleaner do. */
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cleaner.h"
+#include "engine/cleaner/cleaner.h"
 #include "engine/engine.h"
 #include "fs/readcache.h"
 #include "io/log.h"

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 #include "engine/engine.h"
 #include "fs/mount.h"
 #include "fs/node.h"

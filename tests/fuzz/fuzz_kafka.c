@@ -27,7 +27,7 @@
 
 #include "engine/engine.h"
 #include "fs/mount.h"
-#include "engine/groups.h"
+#include "engine/groups/groups.h"
 #include "kafka/group.h"
 #include "kafka/kafka_internal.h"
 #include "tests/fuzz/fz.h"

@@ -1,6 +1,6 @@
 /* fuzz_segment.c - segment and index files at open: recovery (engine/
  * log_recovery.c, segment.c), the key directory rebuild, point reads, history
- * cursors and verify (engine/log_verify.c) on files made of fuzz bytes.
+ * cursors and verify (engine/inspect/log_verify.c) on files made of fuzz bytes.
  *
  * Input layout: chunks of [selector][3-byte little-endian length][bytes] until
  * the input ends (a short last chunk takes what is left). Selector bits 0-1:
@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 
 #include "engine/engine.h"
-#include "engine/log_inspect.h"
+#include "engine/inspect/log_inspect.h"
 #include "io/io.h"
 #include "tests/fuzz/fz.h"
 

@@ -1,5 +1,5 @@
 /* fuzz_snapshot.c - the producer-state snapshot decoder
- * (engine/producer_state.c, tfs_pstate_snapshot_decode) on the input's bytes,
+ * (engine/producer/producer_state.c, tfs_pstate_snapshot_decode) on the input's bytes,
  * as a `<offset>.snapshot` file read at open would hand them over.
  *
  * Properties:
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/producer_state.h"
+#include "engine/producer/producer_state.h"
 #include "tests/fuzz/fz.h"
 
 #define SNAPSHOT_END 1000               /* the file's name: its end offset */

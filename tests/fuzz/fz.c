@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/batch_codec.h"
+#include "engine/format/batch_codec.h"
 #include "fs/inode.h"
 #include "fs/mount.h"
 #include "fs/node.h"

@@ -34,8 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/batch_codec.h"
-#include "engine/partition_log.h"
+#include "engine/format/batch_codec.h"
+#include "engine/log/partition_log.h"
 #include "io/file_util.h"
 
 #define T0 INT64_C(1700000000000)

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/groups.h"
+#include "engine/groups/groups.h"
 #include "io/log.h"
 #include "kafka/group.h"
 #include "kafka/kafka_internal.h"

@@ -1,0 +1,221 @@
+/* plog_internal.h - the partition log's private state, shared by
+ * partition_log.c (appends, rolls), plog_read.c (reads, cursors),
+ * log_recovery.c (open-time recovery) and plog_fetch.c (consumers' reads). Not
+ * for use outside those files. */
+#ifndef TFS_PLOG_INTERNAL_H
+#define TFS_PLOG_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/format/batch_codec.h"
+#include "engine/log/keydir.h"
+#include "engine/log/partition_log.h"
+#include "engine/producer/producer_state.h"
+#include "engine/log/segment.h"
+
+/* An immutable, reference-counted list of segments. A new list is published for
+ * every roll or swap; readers keep the one they started with. */
+struct tfs_seglist {
+	atomic_int refs;
+	int count;
+	struct tfs_segment *seg[];
+};
+
+struct tfs__waiter;
+struct tfs__encoder;
+
+/* Encoders (a builder and a key-hash array) lent to appenders that encode their
+ * own unit while a leader works (partition_log.c, submit). Made on first need and
+ * kept, since a zstd context costs too much to make per unit; one per appender
+ * that can be encoding or have its batch in the group being written, so a few
+ * beyond the cores keep every writer busy. */
+#define TFS__PLOG_ENCODERS 4
+
+struct tfs_plog {
+	char *path;
+	/* The directory's fd while the partition opens (tfs__plog_recover), -1 after:
+	 * a partition holds no descriptor between operations, so that descriptors stay
+	 * bounded by the fd cache whatever the number of partitions. Rolls, swaps,
+	 * retention and close open the directory when they need it
+	 * (tfs__plog_dir_open). */
+	int dirfd;
+	struct tfs_plog_env env;
+	struct tfs_topic_config cfg;        /* copy; changed under append leadership + lock */
+
+	pthread_rwlock_t lock;              /* kd, segs, end_offset, active indexes */
+	struct tfs_keydir *kd;
+	struct tfs_seglist *segs;
+	struct tfs_pstate *pstate;          /* its own lock; changed by the leader */
+	tfs_offset_t end_offset;            /* next offset to assign */
+
+	pthread_mutex_t q_lock;             /* the group-commit queue */
+	struct tfs__waiter *q_head, *q_tail;
+	/* under q_lock: idle encoders in idle_enc[0, nidle_enc); made_enc made so far */
+	struct tfs__encoder *idle_enc[TFS__PLOG_ENCODERS];
+	int nidle_enc, made_enc;
+
+	/* used only by the current group-commit leader */
+	struct tfs_batch_builder builder;
+	uint8_t *wbuf;
+	size_t wcap;
+	struct tfs_keydir_op *kops;         /* key-directory changes of one group */
+	size_t kops_cap;
+	struct tfs__kdfeed *kdfeed;         /* during the open-time scan only */
+
+	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
+	int failed;                         /* < 0: a write error left the tail unknown */
+	bool appended;                      /* a group was written since the open (leader) */
+	bool pstate_replayed;               /* recovery replayed producer batches past the
+	                                     * newest snapshot (then constant) */
+	char *uncleanable_reason;           /* set by recovery on sealed corruption */
+	/* Set by recovery, then constant: the largest first offset of an unreadable
+	 * region (0: none). A key whose newest readable record is below it may have
+	 * a newer record in that region, so it reads TFS_EDAMAGED. */
+	tfs_offset_t stale_below;
+	void (*append_hook)(void *arg, struct tfs_plog *pl);    /* set before sharing */
+	void *append_hook_arg;
+	bool internal;                  /* tfs_plog_set_internal: set before sharing */
+};
+
+/* Opens the partition directory (O_DIRECTORY); the caller closes it. The fd or
+ * -errno (logged). */
+int tfs__plog_dir_open(struct tfs_plog *pl);
+
+struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */
+void tfs__seglist_put(struct tfs_seglist *l);
+struct tfs_seglist *tfs__seglist_alloc(int count);
+/* Index of the last segment with base <= offset, or -1. */
+int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
+
+/* An internal topic's partitions take records from their owner only: every
+ * other append path calls this, which logs and returns -EPERM. */
+int tfs__plog_refuse_internal(const struct tfs_plog *pl);
+/* tfs_plog_append for the owner of an internal topic (engine/groups/groups.c). */
+int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                              bool durable, tfs_offset_t *first, int64_t *timestamp);
+/* Runs fn(pl, arg) as the group-commit leader: in queue order, with no append
+ * in flight and none starting until it returns (rolls, the cleaner's swaps).
+ * fn may read pl->segs without the lock and must publish changes under
+ * pl->lock held for writing. Returns fn's result. */
+int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
+
+/* Seals the active segment (indexes written, everything fsynced) and publishes a
+ * new list with a fresh, empty active segment at end_offset; takes a producer
+ * snapshot there. As the leader only (an append, or fn of tfs__plog_run_exclusive).
+ * 0 or a negative errno (logged); on failure the old segment stays active. */
+int tfs__plog_roll_locked(struct tfs_plog *pl);
+
+/* A reusable encoder, lent to one appender at a time (partition_log.c, submit):
+ * the builder and key hashes of a unit it encodes, and for a producer's batch
+ * (tfs_plog_append_batch) the decoder and the records found in it. */
+struct tfs__encoder {
+	struct tfs_batch_builder builder;
+	uint64_t *hashes;                  /* by record: its key's hash */
+	struct tfs_append_rec *recs;       /* a producer batch's records */
+	int64_t *timestamps;               /* and their timestamps */
+	size_t hashes_cap;                 /* of hashes, recs and timestamps */
+	struct tfs_record_iter iter;
+	struct tfs_header *hdrs;           /* one record's headers, to re-encode it */
+	size_t hdrs_cap;
+};
+
+struct tfs__encoder *tfs__encoder_new(void);
+void tfs__encoder_free(struct tfs__encoder *e);
+/* Makes room for count records in hashes, recs and timestamps. 0 or -ENOMEM. */
+int tfs__encoder_reserve(struct tfs__encoder *e, size_t count);
+
+/* A unit encoded before it queued, for the leader to place by writing its base
+ * offset: an appender's own records (encoded at base offset 0), or a producer's
+ * batch. */
+struct tfs__preencoded {
+	struct tfs__encoder *enc;          /* lent; given back once the group is done */
+	uint8_t *batch;
+	size_t len;
+	const uint64_t *hashes;            /* by record: its key's hash (keyless: unused) */
+	const int64_t *timestamps;         /* by record; NULL: all have timestamp */
+	int64_t timestamp;                 /* the batch's max timestamp */
+	/* What an appender's unit was encoded under: the leader re-encodes it if the
+	 * config has changed since. */
+	int16_t attributes;
+	int zstd_level;
+	bool producer;                     /* a producer's batch: placed as it is */
+	bool has_producer_id;              /* marks its segment for the cleaner */
+	struct tfs_pstate_in pin;          /* has_producer_id: what the state checks */
+	bool duplicate;                    /* set by the leader: nothing appended */
+	/* A transaction's batches (plog_txn.c): data keeps its keys out of the key
+	 * directory until the COMMIT marker, which carries them (txn_ops, applied
+	 * with the marker); an ABORT marker adds a .txnindex entry. */
+	bool txn_data;
+	bool marker, commit;               /* an end-transaction marker, COMMIT or ABORT */
+	const struct tfs_keydir_op *txn_ops;
+	size_t txn_nops;
+	struct tfs_aborted_txn aborted;    /* set by the leader for an ABORT marker */
+};
+
+/* partition_log.c: runs a unit its appender encoded (pre: producer, with its
+ * producer fields in pre->pin) through the group-commit queue, count records
+ * at recs of about bytes. *first, *timestamp as tfs_plog_append. */
+int tfs__plog_submit_encoded(struct tfs_plog *pl, const struct tfs_append_rec *recs,
+                             size_t count, size_t bytes, bool durable,
+                             struct tfs__preencoded *pre, tfs_offset_t *first,
+                             int64_t *timestamp);
+/* plog_txn.c: writes an ABORT for every transaction the recovered log holds
+ * open (tfs_plog_open, after recovery). 0 or the marker's append error. */
+int tfs__plog_abort_open_txns(struct tfs_plog *pl);
+/* Adds a unit's records to b, every one with timestamp ts (partition_log.c). 0
+ * or the builder's error. */
+int tfs__plog_add_unit(struct tfs_batch_builder *b, const struct tfs_append_rec *recs,
+                       size_t count, int64_t ts);
+/* Upper bound of one record's encoded size; whether a unit cannot be one batch
+ * of max_message_bytes (partition_log.c). */
+size_t tfs__plog_record_bytes(const struct tfs_append_rec *r);
+bool tfs__plog_unit_too_big(int32_t max_message_bytes, const struct tfs_append_rec *recs,
+                            size_t count, size_t bytes);
+
+/* What the producer path needs of the topic config, read under q_lock. */
+struct tfs__produce_cfg {
+	int compression;                   /* enum tfs_codec */
+	int zstd_level;
+	int32_t max_message_bytes;
+};
+
+/* plog_produce.c: checks a producer's batch (len bytes at batch) the way Kafka's
+ * broker checks a client's, decodes its records into e (recs, hashes,
+ * timestamps) and fills *pre for the leader; re-encodes it on e's builder if its
+ * codec is not the topic's. Sets the leader epoch in place. *count gets the
+ * number of records. Errors (nothing changed, *why says what): as
+ * tfs_plog_append_batch. */
+int tfs__producer_unit(const struct tfs__produce_cfg *cfg, struct tfs__encoder *e,
+                       uint8_t *batch, size_t len, struct tfs__preencoded *pre, size_t *count,
+                       const char **why);
+
+/* keydir_feed.c: key-directory changes applied on a second thread while the
+ * open-time scan goes on. add copies the key; finish waits for every change,
+ * stops the thread and returns the first error (-ENOMEM). */
+struct tfs__kdfeed;
+int tfs__kdfeed_start(struct tfs_keydir *kd, struct tfs__kdfeed **out);
+int tfs__kdfeed_add(struct tfs__kdfeed *f, struct tfs_slice key, bool remove,
+                    const struct tfs_keyinfo *info);
+int tfs__kdfeed_finish(struct tfs__kdfeed *f);
+
+/* plog_pstate.c: producer-state snapshots. load (before recovery's scan) reads
+ * the newest valid snapshot into pl->pstate; replay (by the scan) records a
+ * batch from the snapshot's offset on; recovered (after it) checks the state
+ * against the log end, expires idle producers and prunes snapshots; snapshot
+ * writes one at pl->end_offset (leader, or at close). dirfd is the partition
+ * directory (borrowed): the one recovery holds, or one opened for the roll or
+ * close (tfs__plog_dir_open). 0 or a negative errno. */
+int tfs__pstate_load(struct tfs_plog *pl, int dirfd);
+void tfs__pstate_replay(struct tfs_plog *pl, const struct tfs_batch_header *h);
+void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd);
+int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd);
+/* Removes the snapshots no segment base names (the newest past the last base
+ * kept). As the leader or in an exclusive request, after segments went; dirfd
+ * as above. */
+void tfs__pstate_prune(struct tfs_plog *pl, int dirfd);
+
+/* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
+int tfs__plog_recover(struct tfs_plog *pl);
+
+#endif
