@@ -301,25 +301,15 @@ static int grow_parts(struct tfs_topic *t, int32_t n)
 	return 0;
 }
 
-/* Binary search; returns the index of name or where it would go (*found). */
+static int topic_cmp(const void *name, const void *elem)
+{
+	return strcmp(name, (*(struct tfs_topic *const *)elem)->name);
+}
+
+/* The index of name in the registry, or where it would go (*found). */
 static size_t topic_pos(struct tfs_engine *e, const char *name, bool *found)
 {
-	size_t lo = 0, hi = e->ntopics;
-
-	*found = false;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(e->topics[mid]->name, name);
-		if (c == 0) {
-			*found = true;
-			return mid;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return tfs_sorted_pos(e->topics, e->ntopics, sizeof(e->topics[0]), name, topic_cmp, found);
 }
 
 static int registry_insert(struct tfs_engine *e, struct tfs_topic *t)

@@ -35,3 +35,24 @@ int64_t tfs_mono_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+size_t tfs_sorted_pos(const void *base, size_t n, size_t size, const void *key,
+                      int (*cmp)(const void *key, const void *elem), bool *found)
+{
+	size_t lo = 0, hi = n;
+
+	*found = false;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = cmp(key, (const char *)base + mid * size);
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c > 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}

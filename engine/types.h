@@ -56,6 +56,12 @@ int64_t tfs_now_ms(void);
 /* Monotonic time in milliseconds (for intervals and throttling). */
 int64_t tfs_mono_ms(void);
 
+/* The position of key in base[0..n) (elements of `size` bytes, sorted by cmp, which
+ * compares the key with an element): its index when present (*found), else where it
+ * would be inserted. One binary search for the engine's sorted tables. */
+size_t tfs_sorted_pos(const void *base, size_t n, size_t size, const void *key,
+                      int (*cmp)(const void *key, const void *elem), bool *found);
+
 /* An aborted transaction: one .txnindex entry (segment.h). */
 struct tfs_aborted_txn {
 	int64_t producer_id;

@@ -123,24 +123,14 @@ int tfs_groups_partition_of(struct tfs_groups *g, const char *group, int32_t *pa
 
 /* ---- the map (under g->lock) ---- */
 
+static int group_cmp(const void *id, const void *elem)
+{
+	return strcmp(id, (*(struct group *const *)elem)->id);
+}
+
 static size_t group_pos(const struct tfs_groups *g, const char *id, bool *found)
 {
-	size_t lo = 0, hi = g->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(g->v[mid]->id, id);
-		if (c == 0) {
-			*found = true;
-			return mid;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = false;
-	return lo;
+	return tfs_sorted_pos(g->v, g->n, sizeof(g->v[0]), id, group_cmp, found);
 }
 
 static struct group *group_find(const struct tfs_groups *g, const char *id)
@@ -225,24 +215,23 @@ static int off_cmp(const struct goff *o, struct tfs_slice topic, int32_t partiti
 	return o->partition < partition ? -1 : (o->partition > partition ? 1 : 0);
 }
 
+struct off_key {
+	struct tfs_slice topic;
+	int32_t partition;
+};
+
+static int off_key_cmp(const void *key, const void *elem)
+{
+	const struct off_key *k = key;
+
+	return -off_cmp(elem, k->topic, k->partition);
+}
+
 static size_t off_pos(const struct group *gr, struct tfs_slice topic, int32_t partition, bool *found)
 {
-	size_t lo = 0, hi = gr->noffs;
+	struct off_key k = { topic, partition };
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = off_cmp(&gr->offs[mid], topic, partition);
-		if (c == 0) {
-			*found = true;
-			return mid;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = false;
-	return lo;
+	return tfs_sorted_pos(gr->offs, gr->noffs, sizeof(gr->offs[0]), &k, off_key_cmp, found);
 }
 
 static uint8_t *dup_bytes(struct tfs_slice s)
