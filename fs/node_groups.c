@@ -468,12 +468,28 @@ static void groups_mkdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *d
 
 /* Deletes a group's offsets (every topic it has offsets for must be writable by
  * the caller) and forgets a group made by mkdir. */
+struct rmdir_caller {
+	fuse_req_t req;
+	struct tfs_mount *m;
+};
+
+/* Asked by the store for each topic the group has offsets of; a topic deleted
+ * since asks nothing of anybody. */
+static bool caller_may_write(const char *topic, void *arg)
+{
+	struct rmdir_caller *c = arg;
+	struct tfs_topic *t = tfs_engine_topic_get(c->m->engine, topic);
+	bool may = !t || may_write_topic(c->req, t);
+
+	tfs_topic_unref(t);
+	return may;
+}
+
 static void groups_rmdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir,
                          const char *name)
 {
 	struct tfs_groups *g = groups_of(m);
-	struct tfs_group_offset *o = NULL;
-	size_t no = 0;
+	struct rmdir_caller caller = { req, m };
 	int rc;
 
 	if (!group_name_ok(name) || !group_known(m, name)) {
@@ -484,19 +500,9 @@ static void groups_rmdir(fuse_req_t req, struct tfs_mount *m, struct tfs_node *d
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = g ? tfs_groups_offsets(g, name, &o, &no) : -ENOENT;
-	for (size_t i = 0; rc == 0 && i < no; i++) {
-		struct tfs_topic *t = tfs_engine_topic_get(m->engine, o[i].topic);
-		if (t && !may_write_topic(req, t))
-			rc = -EACCES;
-		tfs_topic_unref(t);
-	}
-	tfs_group_offsets_free(o, no);
-	if (rc == 0 || rc == -ENOENT) {
-		rc = g ? tfs_groups_delete(g, name) : -ENOENT;
-		if (rc == -ENOENT && tfs_consumers_group_has(m->consumers, name))
-			rc = 0;
-	}
+	rc = g ? tfs_groups_delete_if(g, name, caller_may_write, &caller) : -ENOENT;
+	if (rc == -ENOENT && tfs_consumers_group_has(m->consumers, name))
+		rc = 0;
 	if (rc == 0)
 		tfs_consumers_group_remove(m->consumers, name);
 	if (rc == TFS_EGROUPBUSY)

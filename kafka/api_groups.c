@@ -681,24 +681,15 @@ static enum tfs_kafka_verdict describe_groups(struct tfs_kafka_ctx *ctx, struct 
 }
 
 /* The mount's rule for `rmdir .groups/GROUP`: deleting a group's offsets takes
- * write permission on every existing topic it has offsets of (docs/kafka.md). */
-static bool may_delete_group(struct tfs_kafka_ctx *ctx, const char *group)
+ * write permission on every existing topic it has offsets of (docs/kafka.md).
+ * The store asks it under the lock commits to the group take. */
+static bool may_delete_offsets_of(const char *topic, void *arg)
 {
-	struct tfs_groups *store = tfs_engine_groups(ctx->k->engine);
-	struct tfs_group_offset *v = NULL;
-	size_t n = 0;
-	bool may = true;
-	int rc = store ? tfs_groups_offsets(store, group, &v, &n) : -ENOENT;
+	struct tfs_kafka_ctx *ctx = arg;
+	struct tfs_topic *t = tfs_engine_topic_get(ctx->k->engine, topic);
+	bool may = !t || tfs_topic_deleted(t) || tfs__kafka_may_topic(ctx, t, 2);
 
-	if (rc < 0)
-		return rc == -ENOENT;
-	for (size_t i = 0; i < n && may; i++) {
-		struct tfs_topic *t = tfs_engine_topic_get(ctx->k->engine, v[i].topic);
-		if (t && !tfs_topic_deleted(t))
-			may = tfs__kafka_may_topic(ctx, t, 2);
-		tfs_topic_unref(t);
-	}
-	tfs_group_offsets_free(v, n);
+	tfs_topic_unref(t);
 	return may;
 }
 
@@ -721,13 +712,11 @@ static enum tfs_kafka_verdict delete_groups(struct tfs_kafka_ctx *ctx, struct kr
 	for (int32_t i = 0; i < n; i++) {
 		char *id = cstr(ids[i]);
 		int16_t err = KE_INVALID_GROUP_ID;
-		if (id && id[0] && !may_delete_group(ctx, id)) {
-			err = KE_GROUP_AUTHORIZATION_FAILED;
+		if (id && id[0])
+			err = tfs_kgroups_delete(ctx->k->groups, id, may_delete_offsets_of, ctx);
+		if (err == KE_GROUP_AUTHORIZATION_FAILED)
 			tfs_log_warn("kafka", "refusing to delete group \"%.64s\": no write permission "
 			             "on a topic it has offsets of", id);
-		} else if (id && id[0]) {
-			err = tfs_kgroups_delete(ctx->k->groups, id);
-		}
 		if (err == KE_NONE)
 			tfs_log_info("kafka", "deleted group \"%.64s\"", id);
 		kw_str(w, ids[i].p, ids[i].len);

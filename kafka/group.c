@@ -999,7 +999,8 @@ char *tfs_kgroups_protocol_type(struct tfs_kgroups *kg, const char *group)
 	return s ? s : dups("");
 }
 
-int16_t tfs_kgroups_delete(struct tfs_kgroups *kg, const char *group)
+int16_t tfs_kgroups_delete(struct tfs_kgroups *kg, const char *group,
+                           bool (*may)(const char *topic, void *arg), void *arg)
 {
 	struct kgroup *g;
 	int16_t err = KE_NONE;
@@ -1010,9 +1011,11 @@ int16_t tfs_kgroups_delete(struct tfs_kgroups *kg, const char *group)
 	if (g && g->nm) {
 		err = KE_NON_EMPTY_GROUP;
 	} else {
-		rc = tfs_groups_delete(kg->store, group);
+		rc = tfs_groups_delete_if(kg->store, group, may, arg);
 		if (rc == -ENOENT)
 			err = g ? KE_NONE : KE_GROUP_ID_NOT_FOUND;
+		else if (rc == -EACCES)
+			err = KE_GROUP_AUTHORIZATION_FAILED;
 		else if (rc == TFS_EGROUPBUSY)
 			err = KE_NON_EMPTY_GROUP;
 		else if (rc < 0)

@@ -147,7 +147,10 @@ int16_t tfs_kgroups_describe(struct tfs_kgroups *kg, const char *group, struct t
 void tfs_kdescribe_release(struct tfs_kdescribe *d);
 /* A group's protocol type for ListGroups: malloc'd, "" for a simple group. */
 char *tfs_kgroups_protocol_type(struct tfs_kgroups *kg, const char *group);
-/* DeleteGroups of one group. */
-int16_t tfs_kgroups_delete(struct tfs_kgroups *kg, const char *group);
+/* DeleteGroups of one group; may (NULL: anyone) is asked for each topic it has
+ * offsets of, under the store's lock (tfs_groups_delete_if): a refusal is
+ * GROUP_AUTHORIZATION_FAILED. */
+int16_t tfs_kgroups_delete(struct tfs_kgroups *kg, const char *group,
+                           bool (*may)(const char *topic, void *arg), void *arg);
 
 #endif

@@ -908,7 +908,8 @@ static int collect(struct tfs_groups *g, const char *group, const char *topic, i
 	return rc;
 }
 
-static int remove_keys(struct tfs_groups *g, const char *group, const char *topic, int32_t partition)
+static int remove_keys(struct tfs_groups *g, const char *group, const char *topic, int32_t partition,
+                       bool (*may)(const char *topic, void *arg), void *arg)
 {
 	struct doomed d;
 	int32_t part;
@@ -920,6 +921,9 @@ static int remove_keys(struct tfs_groups *g, const char *group, const char *topi
 		return TFS_EREADONLY;
 	pthread_mutex_lock(&g->plocks[part]);
 	rc = collect(g, group, topic, partition, &d);
+	for (size_t i = 0; rc == 0 && may && i < d.n; i++)
+		if (!may(d.offs[i].topic, arg))
+			rc = -EACCES;
 	if (rc == TFS_EGROUPBUSY)
 		tfs_log_warn("groups", "refusing to delete offsets of group \"%.64s\": it has members",
 		             group);
@@ -939,13 +943,19 @@ static int remove_keys(struct tfs_groups *g, const char *group, const char *topi
 
 int tfs_groups_delete(struct tfs_groups *g, const char *group)
 {
-	return remove_keys(g, group, NULL, 0);
+	return remove_keys(g, group, NULL, 0, NULL, NULL);
+}
+
+int tfs_groups_delete_if(struct tfs_groups *g, const char *group,
+                         bool (*may)(const char *topic, void *arg), void *arg)
+{
+	return remove_keys(g, group, NULL, 0, may, arg);
 }
 
 int tfs_groups_delete_offset(struct tfs_groups *g, const char *group, const char *topic,
                              int32_t partition)
 {
-	return remove_keys(g, group, topic, partition);
+	return remove_keys(g, group, topic, partition, NULL, NULL);
 }
 
 /* Kafka's removeExpiredOffsets for one offset of gr (groups.h, Expiry). Under

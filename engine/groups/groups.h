@@ -169,6 +169,11 @@ void tfs_group_info_release(struct tfs_group_info *i);
  * if unknown. Large groups take several batches; an error in between leaves the
  * offsets not yet deleted in place (a retry finishes). */
 int tfs_groups_delete(struct tfs_groups *g, const char *group);
+/* The same, when may(topic, arg) holds for the topic of every offset the group has:
+ * otherwise -EACCES and nothing is deleted. The question is asked under the lock
+ * that commits to group take, so no offset committed meanwhile escapes it. */
+int tfs_groups_delete_if(struct tfs_groups *g, const char *group,
+                         bool (*may)(const char *topic, void *arg), void *arg);
 /* Deletes one partition's offset (Kafka's OffsetDelete): TFS_EGROUPBUSY while the
  * group has members, -ENOENT if there is none. */
 int tfs_groups_delete_offset(struct tfs_groups *g, const char *group, const char *topic,

@@ -347,6 +347,38 @@ static void delete_tombstones_every_key_and_forgets_the_group(void **state)
 	assert_int_equal(group_count(f), 1);
 }
 
+static bool all_but_secret(const char *topic, void *arg)
+{
+	(*(int *)arg)++;
+	return strcmp(topic, "secret") != 0;
+}
+
+/* A delete asked under a condition: one refused topic keeps every key; the
+ * question is put for each offset the group holds at the moment it is deleted. */
+static void a_refused_topic_keeps_the_whole_group(void **state)
+{
+	struct fx *f = *state;
+	int32_t p = part_of(f, "g");
+	int asked = 0;
+	tfs_offset_t before;
+
+	assert_int_equal(tfs_engine_topic_create(f->e, "secret", 1, 0, 0, 0700), 0);
+	assert_int_equal(commit1(f, "g", -1, "t", 0, 1, -1), 0);
+	assert_int_equal(commit1(f, "g", -1, "secret", 0, 2, -1), 0);
+	before = records_in(f, p);
+	assert_int_equal(tfs_groups_delete_if(f->g, "g", all_but_secret, &asked), -EACCES);
+	assert_int_equal(asked, 1);                          /* "secret" sorts first */
+	assert_int_equal(records_in(f, p), before);          /* nothing appended */
+	assert_int_equal(fetched(f, "g", "t", 0), 1);
+	assert_int_equal(fetched(f, "g", "secret", 0), 2);
+	assert_int_equal(tfs_groups_delete_offset(f->g, "g", "secret", 0), 0);
+	asked = 0;
+	assert_int_equal(tfs_groups_delete_if(f->g, "g", all_but_secret, &asked), 0);
+	assert_int_equal(asked, 1);
+	assert_int_equal(fetched(f, "g", "t", 0), -1);
+	assert_int_equal(tfs_groups_delete_if(f->g, "g", all_but_secret, &asked), -ENOENT);
+}
+
 static void members_refuse_simple_commits_and_deletes(void **state)
 {
 	struct fx *f = *state;
@@ -632,6 +664,7 @@ int main(void)
 		cmocka_unit_test(groups_land_where_kafka_puts_them),
 		cmocka_unit_test_setup_teardown(commits_are_records_and_survive_a_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(delete_tombstones_every_key_and_forgets_the_group, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_refused_topic_keeps_the_whole_group, setup, teardown),
 		cmocka_unit_test_setup_teardown(members_refuse_simple_commits_and_deletes, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_group_record_keeps_its_generation_but_not_its_members,
 		                                setup, teardown),

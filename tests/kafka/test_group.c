@@ -250,7 +250,7 @@ static void leaving_and_expiring_empty_the_group(void **state)
 	assert_string_equal(d.state, "Stable");
 	assert_int_equal(d.nmembers, 1);
 	tfs_kdescribe_release(&d);
-	assert_int_equal(tfs_kgroups_delete(f->kg, "g"), KE_NON_EMPTY_GROUP);
+	assert_int_equal(tfs_kgroups_delete(f->kg, "g", NULL, NULL), KE_NON_EMPTY_GROUP);
 	assert_int_equal(tfs_kgroups_leave(f->kg, &rq, "g", "nobody"), KE_UNKNOWN_MEMBER_ID);
 	assert_int_equal(tfs_kgroups_leave(f->kg, &rq, "g", id), KE_NONE);
 	store_info(f, &info);
@@ -269,11 +269,11 @@ static void leaving_and_expiring_empty_the_group(void **state)
 	assert_int_equal(heartbeat(f, 3, id), KE_UNKNOWN_MEMBER_ID);
 	store_info(f, &info);
 	assert_int_equal(info.member_count, 0);
-	assert_int_equal(tfs_kgroups_delete(f->kg, "g"), KE_NONE);
+	assert_int_equal(tfs_kgroups_delete(f->kg, "g", NULL, NULL), KE_NONE);
 	assert_int_equal(tfs_kgroups_describe(f->kg, "g", &d), KE_NONE);
 	assert_string_equal(d.state, "Dead");
 	tfs_kdescribe_release(&d);
-	assert_int_equal(tfs_kgroups_delete(f->kg, "g"), KE_GROUP_ID_NOT_FOUND);
+	assert_int_equal(tfs_kgroups_delete(f->kg, "g", NULL, NULL), KE_GROUP_ID_NOT_FOUND);
 	free(id);
 }
 
