@@ -232,8 +232,9 @@ c_history_views_and_fates() {
 }
 
 # For random logs the dry run's fates are the pass's drops, record for record, and
-# its size after is the size the pass leaves; four rounds, so tombstones are
-# stamped, then dropped (delete.retention.ms=0). Writes are keys, tombstones,
+# its size after is the size the pass leaves, and the tombstones it would stamp
+# are those that get a delete_horizon; four rounds, so tombstones are stamped,
+# then dropped (delete.retention.ms=0). Writes are keys, tombstones,
 # keyless lines, .put transactions and producer batches through .batches; every
 # fate must come up (keep-producer-state: a producer's last batch, emptied;
 # not-cleanable: round 1 leaves its active segment unrolled).
@@ -255,6 +256,11 @@ def x(path, name):
     return os.getxattr(path, "user.topicfs." + name).decode()
 def setx(name):
     os.setxattr(p, "user.topicfs." + name, b"1")
+def horizon(o):
+    try:
+        return x(os.path.join(h, o), "delete_horizon")
+    except OSError:
+        return None
 seq = 0
 problems = []
 seen = set()
@@ -296,8 +302,12 @@ for rnd_i in range(4):
     before = sorted(os.listdir(h))
     fates = {o: x(os.path.join(h, o), "fate") for o in before}
     plan = dict(kv.split("=", 1) for kv in x(p, "next_pass").split(" uncleanable_reason=")[0].split())
+    unstamped = [o for o in before if horizon(o) is None]
     setx("clean")
     after = set(os.listdir(h))
+    stamped = sum(1 for o in unstamped if o in after and horizon(o) is not None)
+    if int(plan["tombstones_to_stamp"]) != stamped:
+        problems.append("round %d: next_pass stamps %s tombstones, the pass %d" % (rnd_i, plan["tombstones_to_stamp"], stamped))
     drops = 0
     for o in before:
         keep = fates[o].split()[0] in KEEP
@@ -310,7 +320,8 @@ for rnd_i in range(4):
         problems.append("round %d: next_pass size_after %s, size %s" % (rnd_i, plan["size_after"], x(p, "size_bytes")))
     kinds = set(f.split()[0] for f in fates.values())
     seen |= kinds
-    print("round", rnd_i, len(before), "records", drops, "dropped", ",".join(sorted(kinds)), file=sys.stderr)
+    print("round", rnd_i, len(before), "records", drops, "dropped", stamped, "stamped",
+          ",".join(sorted(kinds)), file=sys.stderr)
 for k in ("drop", "keep", "keep-tombstone", "drop-tombstone", "keep-keyless",
           "keep-producer-state", "not-cleanable"):
     if k not in seen:
