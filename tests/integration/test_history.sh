@@ -5,6 +5,9 @@
 . "$(dirname "$0")/lib.sh"
 t_require_daemon
 
+TAB=$'\t'
+NL=$'\n'
+
 c_history_lists_records() {
 	t_mount
 	mkdir "$MNT/t"
@@ -502,6 +505,40 @@ c_history_fate_reasons() {
 	assert_eq 1 "$(t_x "$h/$(t_off 0)" superseded_by)" "superseded_by whatever the policy"
 }
 
+# A key's records are its data records: a transaction marker, whose key bytes are
+# its type (00 00 00 01 for a COMMIT, 00 00 00 00 for an ABORT), is in no key's
+# view, versions or superseded_by, even for a key of those bytes; a record of an
+# aborted transaction is on disk (in its key's view) but supersedes nothing, as
+# the pass sees it.
+c_history_keys_and_transactions() {
+	t_mount -o log.cleaner.threads=0
+	mkdir "$MNT/t"
+	local p=$MNT/t/0 h=$MNT/t/0/.history c=%00%00%00%01 a=%00%00%00%00
+	printf v1 > "$p/$c"                                      # 0
+	printf 'x\ty\n' > "$p/.put"                              # 1, its COMMIT at 2
+	printf v2 > "$p/$c"                                      # 3
+	assert_eq commit_marker "$(t_x "$h/$(t_off 2)" txn)" "offset 2 is the COMMIT"
+	assert_eq "$(t_off 0) $(t_off 3)" "$(ls -A "$h/.keys/$c" | xargs)" ".keys of the COMMIT's key bytes"
+	assert_errno ENOENT stat "$h/.keys/$c/$(t_off 2)"
+	assert_eq 3 "$(t_x "$h/$(t_off 0)" superseded_by)" "superseded_by skips the marker"
+	assert_eq "0 3" "$(t_x "$p/$c" versions)" "versions skip the marker"
+	printf old > "$p/k"                                      # 4
+	assert_eq "open:OK write1:OK write2:EINVAL close:EINVAL" \
+		"$(t_sys writes "$p/.put" "k${TAB}aborted${NL}" "notab${NL}")" "a .put that aborts"
+	assert_eq "aborted abort_marker" "$(t_x "$h/$(t_off 5)" txn) $(t_x "$h/$(t_off 6)" txn)" "5 aborted, 6 its ABORT"
+	printf v > "$p/$a"                                       # 7
+	assert_eq "$(t_off 7)" "$(ls -A "$h/.keys/$a")" ".keys of the ABORT's key bytes"
+	assert_eq "$(t_off 4) $(t_off 5)" "$(ls -A "$h/.keys/k" | xargs)" ".keys/k holds the aborted record"
+	assert_errno ENODATA getxattr "$h/$(t_off 4)" user.topicfs.superseded_by
+	assert_cat "$p/k" old
+	setfattr -n user.topicfs.roll -v 1 "$p"
+	# 5 goes; its batch stays, emptied, as the last of its producer
+	assert_eq "keep keep-producer-state" "$(t_x "$h/$(t_off 4)" fate) $(t_x "$h/$(t_off 5)" fate)" "fates of k's records"
+	setfattr -n user.topicfs.clean -v 1 "$p"
+	assert_eq "$(t_off 4)" "$(ls -A "$h/.keys/k")" "the pass keeps what superseded_by called the newest"
+	assert_eq "$(t_off 3)" "$(ls -A "$h/.keys/$c")" "and drops the COMMIT key's older record"
+}
+
 t_test history_lists_records c_history_lists_records
 t_test history_is_read_only c_history_is_read_only
 t_test history_grows_while_open c_history_grows_while_open
@@ -514,4 +551,5 @@ t_test history_listing_during_swaps c_history_listing_during_swaps
 t_test history_listing_across_a_swap c_history_listing_across_a_swap
 t_test history_views_as_another_user c_history_views_as_another_user
 t_test history_fate_reasons c_history_fate_reasons
+t_test history_keys_and_transactions c_history_keys_and_transactions
 t_done
