@@ -198,6 +198,14 @@ c_history_views_and_fates() {
 	assert_cat "$h/.dirty/$(t_off 6)" 13
 	assert_eq "$(stat -c %i "$h/$(t_off 6)")" "$(stat -c %i "$h/.dirty/$(t_off 6)")" "one inode"
 	assert_eq drop "$(t_x "$h/.dirty/$(t_off 0)" fate)" "fate through .dirty"
+	for o in 0 6; do
+		getfattr --absolute-names -d -m - "$h/$(t_off $o)" | tail -n +2 > "$T_CASE/attrs.h"
+		getfattr --absolute-names -d -m - "$h/.dirty/$(t_off $o)" | tail -n +2 > "$T_CASE/attrs.d"
+		getfattr --absolute-names -d -m - "$h/.keys/A/$(t_off $o)" | tail -n +2 > "$T_CASE/attrs.k"
+		[ "$(wc -l < "$T_CASE/attrs.h")" -gt 5 ] || fail "too few attributes: $(cat "$T_CASE/attrs.h")"
+		assert_same_file "$T_CASE/attrs.h" "$T_CASE/attrs.d" "every attribute of $o through .dirty"
+		assert_same_file "$T_CASE/attrs.h" "$T_CASE/attrs.k" "every attribute of $o through .keys/A"
+	done
 	assert_errno ENOENT stat "$h/.dirty/$(t_off 8)"
 	assert_errno ENOENT stat "$h/.uncleanable/$(t_off 0)"
 	assert_eq "$(printf '%020d\n' 0 2 4 6)" "$(ls -A "$h/.keys/A")" ".keys/A"
