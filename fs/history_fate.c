@@ -249,6 +249,24 @@ int tfs_history_fate(struct tfs_mount *m, struct tfs_node *n, char **out)
 	return dup_text(text, out);
 }
 
+/* 1 if the record at offset is a value of its key, 0 if it is data of an
+ * aborted transaction or of one still open (neither replaces the key's value,
+ * and the pass never lets either supersede a record) or gone since, or the
+ * read's error. */
+static int is_a_value(struct tfs_plog *pl, tfs_offset_t offset)
+{
+	struct tfs_record_copy rec;
+	enum tfs_txn_state st = TFS_TXN_NONE;
+	int rc = tfs_plog_read_offset(pl, offset, &rec);
+
+	if (rc < 0)
+		return rc == -ENOENT ? 0 : rc;
+	if ((rec.batch.attributes & TFS_ATTR_TRANSACTIONAL) && rec.batch.producer_id >= 0)
+		st = tfs_plog_txn_state(pl, rec.batch.producer_id, offset);
+	tfs_record_copy_release(&rec);
+	return st != TFS_TXN_ABORTED && st != TFS_TXN_OPEN;
+}
+
 int tfs_history_superseded_by(struct tfs_mount *m, struct tfs_node *n, tfs_offset_t *out)
 {
 	struct tfs_plog *pl = tfs_mount_plog(n);
@@ -271,11 +289,13 @@ int tfs_history_superseded_by(struct tfs_mount *m, struct tfs_node *n, tfs_offse
 	if (rc < 0)
 		return rc;
 	rc = -ENODATA;          /* the newest: superseded by nothing */
-	for (size_t i = 0; i < count; i++) {
-		if (v[i] > n->num) {
+	for (size_t i = 0; i < count && rc == -ENODATA; i++) {
+		int value = v[i] > n->num ? is_a_value(pl, v[i]) : 0;
+		if (value < 0)
+			rc = value;
+		else if (value) {
 			*out = v[i];
 			rc = 0;
-			break;
 		}
 	}
 	free(v);

@@ -35,7 +35,9 @@ void tfs_fate_cache_invalidate(struct tfs_fate_cache *c);
  * <ms>", "drop-tombstone", "keep-keyless", "keep-producer-state", or
  * "not-cleanable <reason>". */
 int tfs_history_fate(struct tfs_mount *m, struct tfs_node *n, char **out);
-/* The offset of the next record of the same key still on disk. */
+/* The offset of the next record of the same key still on disk that is a value
+ * of the key: transaction markers, whatever their key bytes, and data of aborted
+ * or still open transactions are skipped. */
 int tfs_history_superseded_by(struct tfs_mount *m, struct tfs_node *n, tfs_offset_t *out);
 /* The dry run of partition n's next pass, one line of NAME=VALUE fields. */
 int tfs_history_next_pass(struct tfs_mount *m, struct tfs_node *n, char **out);

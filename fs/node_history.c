@@ -162,12 +162,14 @@ static int filter_of(struct tfs_mount *m, struct tfs_node *dir, struct tfs_plog 
 	}
 }
 
+/* Whether f lists the record at offset; control is its batch's control bit (a
+ * transaction marker's key bytes are its type, so no key's view lists it). */
 static bool filter_takes(const struct hist_filter *f, tfs_offset_t offset, bool key_null,
-                         struct tfs_slice key)
+                         struct tfs_slice key, bool control)
 {
 	if (offset < f->from || offset >= f->to)
 		return false;
-	return !f->by_key || (!key_null && key.len == f->key_len &&
+	return !f->by_key || (!key_null && !control && key.len == f->key_len &&
 	                      (key.len == 0 || !memcmp(key.p, f->key, key.len)));
 }
 
@@ -211,7 +213,8 @@ static void hist_reply_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_no
 		tfs_reply_err(req, rc, ".history entry");
 		return;
 	}
-	if (!filter_takes(&f, off, rec.key_null, tfs_slice_make(rec.key, rec.key_len)))
+	if (!filter_takes(&f, off, rec.key_null, tfs_slice_make(rec.key, rec.key_len),
+	                  rec.batch.attributes & TFS_ATTR_CONTROL))
 		rc = -ENOENT;
 	else
 		rc = hist_entry_param(m, dir, off, rec.value_null ? 0 : rec.value_len, rec.timestamp,
@@ -268,6 +271,7 @@ static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 	struct tfs_plog_cursor *c = NULL;
 	char name[OFFSET_DIGITS + 1];
 	struct hist_filter f;
+	struct tfs_batch_header bh;
 	struct tfs_record r;
 	tfs_offset_t start;
 	char *buf;
@@ -298,7 +302,7 @@ static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 	rc = tfs_plog_cursor_open(pl, start, &c);
 	if (rc < 0)
 		goto reply;
-	while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1) {
+	while ((rc = tfs_plog_cursor_next(c, &r, &bh)) == 1) {
 		off_t next = (off_t)r.offset + TFS_DIR_FIRST;
 		size_t len;
 
@@ -306,7 +310,8 @@ static void hist_dir_readdir(fuse_req_t req, struct tfs_mount *m, struct tfs_nod
 			rc = 0;
 			break;
 		}
-		if (r.offset < start || !filter_takes(&f, r.offset, r.key_null, r.key))
+		if (r.offset < start ||
+		    !filter_takes(&f, r.offset, r.key_null, r.key, bh.attributes & TFS_ATTR_CONTROL))
 			continue;                   /* the cursor may start inside a batch */
 		snprintf(name, sizeof(name), "%020" PRId64, r.offset);
 		if (plus) {

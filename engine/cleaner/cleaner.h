@@ -148,8 +148,9 @@ struct tfs_cleaner_partition_info {
 
 /* Fills *out. For a partition without compact, first_dirty_offset =
  * first_uncleanable_offset = the log start and the ratio is 0 (every record is
- * "uncleanable": the cleaner never compacts it). May read the headers of segments
- * that hold producer ids (to find open transactions). Errors: -ENOENT,
+ * "uncleanable": the cleaner never compacts it). While a transaction is open, reads
+ * the headers of segments that hold producer ids (to find the first open one, as
+ * the pass does). Errors: -ENOENT,
  * TFS_EREADONLY, -ENOMEM, an I/O error. */
 int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
                                struct tfs_cleaner_partition_info *out);
@@ -291,7 +292,8 @@ enum tfs_cleaner_not_cleanable tfs_cleaner_not_cleanable_of(const struct tfs_cle
  * max_dirty_percent, uncleanable_partitions_count, uncleanable_bytes,
  * time_since_last_run_ms, max_buffer_utilization_percent, max_clean_time_secs,
  * recopy_percent, max_compaction_delay_secs, dead_thread_count, io_bytes_total
- * (the throttler's meter), passes_total, and per partition
+ * (the throttler's meter), passes_total, failures_total, txn_scans_total (the
+ * times tfs_cleaner_partition_info read a log's headers), and per partition
  * topicfs_cleaner_partition_{first_dirty_offset,uncleanable} with topic and partition
  * labels. Errors: -ENOMEM. */
 int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len);

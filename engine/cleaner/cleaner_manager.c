@@ -112,6 +112,8 @@ struct tfs_cleaner {
 	int64_t last_run_mono_ms;
 	int64_t next_retention_mono_ms;
 	uint64_t passes, failures;
+	atomic_uint_fast64_t txn_scans;      /* partition_info's reads of the log
+	                                      * (relaxed: a count, nothing pairs with it) */
 
 	pthread_mutex_t ckpt_lock;           /* serialises checkpoint file writes */
 	pthread_mutex_t inline_lock;         /* the inline slot's context */
@@ -376,6 +378,7 @@ int tfs_cleaner_create(struct tfs_io *io, const char *data_dir,
 	pthread_mutex_init(&c->ckpt_lock, NULL);
 	pthread_mutex_init(&c->inline_lock, NULL);
 	atomic_init(&c->stop, false);
+	atomic_init(&c->txn_scans, 0);
 	c->last_run_mono_ms = tfs_mono_ms();
 	tfs__throttler_init(&c->thr, cfg->io_max_bytes_per_second);
 	c->dirfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1126,11 +1129,19 @@ int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
 	}
 	for (int i = 0; i < l->count; i++)
 		scan |= l->seg[i]->has_producer_ids;
+	/* The scan finds the first open transaction as the pass does; with none open
+	 * in the producer state (which opens one with its first batch and closes it
+	 * with its marker, and never expires an open one) it has nothing to find, and
+	 * every .put leaves producer ids in its segment: skip it, or each history view
+	 * and `region` would read the whole log per call. */
+	if (scan && tfs_plog_last_stable_offset(pl) >= log_end)
+		scan = false;
 	if (scan) {
 		struct tfs__txn_state t;
 		struct tfs_record_iter it;
 		uint8_t *buf = NULL;
 		size_t cap = 0;
+		atomic_fetch_add_explicit(&c->txn_scans, 1, memory_order_relaxed);
 		tfs__txn_state_init(&t);
 		tfs_record_iter_init(&it);
 		rc = tfs__txn_scan(&t, l, &buf, &cap, c->io_bytes, &it, NULL);
@@ -1332,6 +1343,11 @@ int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len)
 		fprintf(f, "# HELP topicfs_cleaner_failures_total cleaning passes that failed\n"
 		        "# TYPE topicfs_cleaner_failures_total counter\n"
 		        "topicfs_cleaner_failures_total %" PRIu64 "\n", failures);
+		fprintf(f, "# HELP topicfs_cleaner_txn_scans_total reads of a log's batch headers "
+		        "for its open transactions, outside passes (partition attributes, views)\n"
+		        "# TYPE topicfs_cleaner_txn_scans_total counter\n"
+		        "topicfs_cleaner_txn_scans_total %" PRIu64 "\n",
+		        (uint64_t)atomic_load_explicit(&c->txn_scans, memory_order_relaxed));
 		fprintf(f, "# HELP topicfs_cleaner_partition_first_dirty_offset the partition's "
 		        "checkpoint (-1: never cleaned)\n"
 		        "# TYPE topicfs_cleaner_partition_first_dirty_offset gauge\n");

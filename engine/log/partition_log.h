@@ -289,7 +289,8 @@ int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
                          struct tfs_batch_header *bh);
 void tfs_plog_cursor_close(struct tfs_plog_cursor *c);
 
-/* Offsets of key's records still on disk, ascending; *out malloc'd (caller frees). */
+/* Offsets of key's records still on disk, ascending; *out malloc'd (caller frees).
+ * Control records (transaction markers) never count, whatever their key bytes. */
 int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_t **out,
                           size_t *count);
 

@@ -348,6 +348,7 @@ int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_
                           size_t *count)
 {
 	struct tfs_plog_cursor *c = NULL;
+	struct tfs_batch_header bh;
 	struct tfs_record r;
 	tfs_offset_t *v = NULL;
 	size_t n = 0, cap = 0;
@@ -358,9 +359,11 @@ int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_
 	rc = tfs_plog_cursor_open(pl, 0, &c);
 	if (rc < 0)
 		return rc;
-	while ((rc = tfs_plog_cursor_next(c, &r, NULL)) == 1) {
+	while ((rc = tfs_plog_cursor_next(c, &r, &bh)) == 1) {
 		if (r.key_null || r.key.len != key.len || (key.len && memcmp(r.key.p, key.p, key.len)))
 			continue;
+		if (bh.attributes & TFS_ATTR_CONTROL)
+			continue;       /* a marker's key is its type, not a key of the topic */
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 8;
 			tfs_offset_t *nv = realloc(v, ncap * sizeof(*v));

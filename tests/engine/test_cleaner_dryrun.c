@@ -3,13 +3,15 @@
  * The property: on any log, the records the dry run says the next pass drops are
  * exactly the records that pass then drops, offset for offset, and the sizes it
  * predicts are the sizes the log then has. Random logs mix keyed records,
- * tombstones, keyless records and producer batches (tfs_plog_append_batch), with
- * rolls at random points, several passes in a row (so tombstones get their horizon
- * and later lose it), a clock that jumps past delete.retention.ms and the
- * producer expiry, min.compaction.lag.ms, and dedupe buffers small enough to fill.
- * Transactions cannot be produced through the partition log yet, so a second
- * family of logs is hand-built segment files with transactional batches and
- * ABORT/COMMIT markers. Each failure prints its seed.
+ * tombstones, keyless records, producer batches (tfs_plog_append_batch) and
+ * transactions (tfs_plog_txn_*: committed, aborted, and some still open when a
+ * pass comes, so that the first unstable offset bounds it), with rolls at random
+ * points, several passes in a row (so tombstones get their horizon and later lose
+ * it), a clock that jumps past delete.retention.ms and the producer expiry,
+ * min.compaction.lag.ms, and dedupe buffers small enough to fill; every fate and
+ * every reason a record is not cleanable must come up in the family. A second
+ * family is hand-built segment files with transactional batches and ABORT/COMMIT
+ * markers in orders of their own. Each failure prints its seed.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -53,6 +55,8 @@ struct fates {
 /* How often each fate came up over a family: each must, or the family proves
  * nothing about it. */
 static int64_t seen_fates[TFS_FATE_NOT_CLEANABLE + 1];
+/* And each reason a record was outside the pass (reported, or past the range). */
+static int64_t seen_why[TFS_NC_NOT_COMPACTED + 1];
 
 static void collect(void *arg, const struct tfs_cleaner_record_fate *f)
 {
@@ -66,6 +70,8 @@ static void collect(void *arg, const struct tfs_cleaner_record_fate *f)
 	if (fs->n)
 		assert_true(f->offset > fs->v[fs->n - 1].offset);   /* in offset order */
 	fs->v[fs->n++] = *f;
+	if (f->fate == TFS_FATE_NOT_CLEANABLE)
+		seen_why[f->why]++;
 }
 
 static bool contains(const tfs_offset_t *v, size_t n, tfs_offset_t o)
@@ -111,7 +117,9 @@ static void dry_run_then_pass(struct fx *f, uint64_t seed, int pass)
 			j++;
 		} else {
 			/* not read by the recopy: outside the range, it stays */
-			if (tfs_cleaner_not_cleanable_of(&d, o) == TFS_NC_NONE) {
+			enum tfs_cleaner_not_cleanable why = tfs_cleaner_not_cleanable_of(&d, o);
+			seen_why[why]++;
+			if (why == TFS_NC_NONE) {
 				print_error("seed %" PRIu64 " pass %d: offset %" PRId64
 				            " neither reported nor outside the range\n", seed, pass, o);
 				fail();
@@ -171,7 +179,45 @@ static void producer_batch(struct fx *f, uint64_t *s, int64_t pid, int32_t *seq)
 	*seq += n;
 }
 
-static void random_appends(struct fx *f, uint64_t *s, int32_t *seqs)
+/* Up to two transactions open at once, each of a producer id of its own (as a
+ * .put takes one); one may stay open across passes. */
+struct txns {
+	struct tfs_plog_txn *open[2];
+	int64_t next_pid;
+};
+
+/* One step of transaction slot p: begin it, append 1..3 records to it (keyed,
+ * some tombstones, some keyless), or end it with a COMMIT or an ABORT. */
+static void txn_step(struct fx *f, uint64_t *s, struct txns *tx, unsigned p)
+{
+	struct tfs_append_rec recs[3];
+	char keys[3][16], vals[3][24];
+	unsigned op = rnd_below(s, 8);
+	size_t n = 1 + rnd_below(s, 3);
+
+	if (!tx->open[p]) {
+		assert_int_equal(tfs_plog_txn_begin(f->pl, tx->next_pid++, 0, &tx->open[p]), 0);
+		return;
+	}
+	if (op < 2) {
+		assert_int_equal(tfs_plog_txn_end(tx->open[p], op == 0, false), 0);
+		tx->open[p] = NULL;
+		return;
+	}
+	memset(recs, 0, sizeof(recs));
+	for (size_t i = 0; i < n; i++) {
+		unsigned roll = rnd_below(s, 8);
+		key_of(keys[i], sizeof(keys[i]), rnd_below(s, KEYS));
+		snprintf(vals[i], sizeof(vals[i]), "t%u", rnd_below(s, 1000));
+		recs[i].key = tfs_slice_make(keys[i], strlen(keys[i]));
+		recs[i].key_null = roll == 0;
+		recs[i].value = tfs_slice_make(vals[i], strlen(vals[i]));
+		recs[i].value_null = roll == 1;
+	}
+	assert_int_equal(tfs_plog_txn_append(tx->open[p], recs, n), 0);
+}
+
+static void random_appends(struct fx *f, uint64_t *s, int32_t *seqs, struct txns *tx)
 {
 	int ops = 20 + (int)rnd_below(s, MAX_OPS);
 	char key[16], val[48];
@@ -182,16 +228,18 @@ static void random_appends(struct fx *f, uint64_t *s, int32_t *seqs)
 		key_of(key, sizeof(key), rnd_below(s, KEYS));
 		memset(val, 'a' + (int)rnd_below(s, 26), vlen);
 		val[vlen] = '\0';
-		if (op < 55)
+		if (op < 50)
 			fx_put(f, key, val);
-		else if (op < 67)
+		else if (op < 61)
 			fx_put(f, key, NULL);
-		else if (op < 77)
+		else if (op < 70)
 			fx_put(f, NULL, val);
-		else if (op < 92) {
+		else if (op < 83) {
 			unsigned p = rnd_below(s, 3);
 			producer_batch(f, s, 100 + p, &seqs[p]);
-		} else
+		} else if (op < 93)
+			txn_step(f, s, tx, rnd_below(s, 2));
+		else
 			fx_roll(f);
 	}
 }
@@ -200,6 +248,7 @@ static void one_random_log(struct fx *f, uint64_t seed)
 {
 	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
 	int32_t seqs[3] = { 0, 0, 0 };
+	struct txns tx = { .open = { NULL, NULL }, .next_pid = 1000 };
 
 	f->now = FX_T0;
 	f->cfg.segment_bytes = 512 + (int)rnd_below(&s, 4096);
@@ -210,7 +259,7 @@ static void one_random_log(struct fx *f, uint64_t seed)
 	fx_open(f);
 	fx_set_config(f);
 	for (int pass = 0; pass < PASSES_PER_LOG; pass++) {
-		random_appends(f, &s, seqs);
+		random_appends(f, &s, seqs, &tx);
 		if (rnd_below(&s, 2))
 			fx_roll(f);
 		switch (rnd_below(&s, 4)) {
@@ -225,6 +274,9 @@ static void one_random_log(struct fx *f, uint64_t seed)
 		}
 		dry_run_then_pass(f, seed, pass);
 	}
+	for (int p = 0; p < 2; p++)
+		if (tx.open[p])
+			assert_int_equal(tfs_plog_txn_end(tx.open[p], false, false), 0);
 	fx_close(f);
 	t_rmtree(f->path);
 }
@@ -234,11 +286,19 @@ static void dry_run_predicts_the_pass_on_random_logs(void **state)
 	struct fx *f = *state;
 
 	memset(seen_fates, 0, sizeof(seen_fates));
+	memset(seen_why, 0, sizeof(seen_why));
 	for (uint64_t seed = 1; seed <= LOGS_PER_FAMILY; seed++)
 		one_random_log(f, seed);
 	for (int i = 0; i <= TFS_FATE_NOT_CLEANABLE; i++) {
 		print_message("%s: %" PRId64 "\n", tfs_cleaner_fate_name(i), seen_fates[i]);
 		assert_true(seen_fates[i] > 0);
+	}
+	/* each reason but a policy without compact (no pass to check it against:
+	 * the_reasons_a_record_is_not_cleanable) */
+	for (int i = TFS_NC_ACTIVE_SEGMENT; i < TFS_NC_NOT_COMPACTED; i++) {
+		print_message("not-cleanable, %s: %" PRId64 "\n", tfs_cleaner_not_cleanable_name(i),
+		              seen_why[i]);
+		assert_true(seen_why[i] > 0);
 	}
 }
 
@@ -419,6 +479,64 @@ static void a_producers_last_batch_is_kept_for_its_state(void **state)
 	assert_false(fx_has_offset(f->pl, 0));
 }
 
+/* The `fate` words of offset off, from one dry run. */
+static const char *fate_words(struct fx *f, tfs_offset_t off, char *buf, size_t cap)
+{
+	struct tfs_cleaner_dry_run d;
+	struct one_fate o = { .offset = off };
+
+	assert_int_equal(tfs_cleaner_dry_run(f->c, f->pl, pick, &o, &d), 0);
+	return tfs_cleaner_fate_text(&d, o.seen ? &o.got : NULL, off, buf, cap);
+}
+
+/* Each reason a record is outside the next pass, in the words of `fate`, and the
+ * record's verdict once the reason is gone. */
+static void the_reasons_a_record_is_not_cleanable(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_txn *t = NULL;
+	struct tfs_append_rec r = { .key = tfs_slice_make("k", 1), .value = tfs_slice_make("t", 1) };
+	char w[TFS_CLEANER_FATE_TEXT_CAP];
+
+	f->cfg.min_compaction_lag_ms = 3600 * 1000;
+	fx_open(f);
+	fx_set_config(f);
+	fx_put(f, "k", "1");
+	fx_put(f, "k", "2");
+	fx_roll(f);
+	fx_put(f, "k", "3");                   /* offset 2, the active segment */
+	assert_string_equal(fate_words(f, 0, w, sizeof(w)),
+	                    "not-cleanable younger than min.compaction.lag.ms");
+	assert_string_equal(fate_words(f, 2, w, sizeof(w)), "not-cleanable active segment");
+	f->now += 2 * 3600 * 1000;
+	assert_string_equal(fate_words(f, 0, w, sizeof(w)), "drop");
+	assert_string_equal(fate_words(f, 1, w, sizeof(w)), "keep");
+
+	/* a transaction open from offset 3: nothing from there on is cleanable */
+	assert_int_equal(tfs_plog_txn_begin(f->pl, 7, 0, &t), 0);
+	assert_int_equal(tfs_plog_txn_append(t, &r, 1), 0);        /* 3 */
+	fx_roll(f);
+	fx_put(f, "k", "5");                                        /* 4 */
+	fx_roll(f);
+	/* 2 too: the range ends where the segment holding the first unstable offset
+	 * begins, so k=2 at offset 1 is the newest the map reads */
+	for (tfs_offset_t o = 2; o <= 4; o++)
+		assert_string_equal(fate_words(f, o, w, sizeof(w)), "not-cleanable open transaction");
+	assert_string_equal(fate_words(f, 1, w, sizeof(w)), "keep");
+	assert_int_equal(tfs_plog_txn_end(t, true, false), 0);      /* 5: COMMIT */
+	fx_roll(f);
+	for (tfs_offset_t o = 0; o <= 2; o++)
+		assert_string_equal(fate_words(f, o, w, sizeof(w)), "drop");
+	/* superseded, but producer 7's last batch: it stays, emptied */
+	assert_string_equal(fate_words(f, 3, w, sizeof(w)), "keep-producer-state");
+	assert_string_equal(fate_words(f, 4, w, sizeof(w)), "keep");
+
+	f->cfg.cleanup_policy = TFS_POLICY_DELETE;
+	fx_set_config(f);
+	assert_string_equal(fate_words(f, 0, w, sizeof(w)),
+	                    "not-cleanable cleanup.policy without compact");
+}
+
 /* A dry run writes nothing: same files, same checkpoint, same figures. */
 static void a_dry_run_changes_nothing(void **state)
 {
@@ -507,6 +625,7 @@ int main(void)
 		T(fates_of_a_small_log),
 		T(a_producers_last_batch_is_kept_for_its_state),
 		T(a_dry_run_changes_nothing),
+		T(the_reasons_a_record_is_not_cleanable),
 		T(dry_run_predicts_the_pass_on_random_logs),
 		T(dry_run_predicts_the_pass_on_transactional_logs),
 		T(dry_runs_race_passes_and_appends),

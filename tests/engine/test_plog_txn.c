@@ -162,6 +162,38 @@ static void aborted_records_never_name_a_key(void **state)
 	assert_int_equal(tfs_plog_txn_state(f->pl, 9, 2), TFS_TXN_ABORTED);
 }
 
+/* A marker's key is its type: 00 00 00 01 for a COMMIT, 00 00 00 00 for an
+ * ABORT. A key of those very bytes does not count the markers among its records. */
+static void markers_are_no_records_of_a_key_of_their_bytes(void **state)
+{
+	static const char commit_key[4] = { 0, 0, 0, 1 }, abort_key[4] = { 0, 0, 0, 0 };
+	struct fx *f = *state;
+	struct tfs_plog_txn *t;
+	tfs_offset_t *v = NULL;
+	size_t n = 0;
+
+	open_pl(f);
+	struct tfs_append_rec r = { .key = tfs_slice_make(commit_key, 4),
+	                            .value = tfs_slice_make("v1", 2) };
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);   /* 0 */
+	t = begin(f, 5);
+	txn_put(t, "x", "y");                                                     /* 1 */
+	assert_int_equal(tfs_plog_txn_end(t, true, false), 0);                    /* 2: COMMIT */
+	t = begin(f, 6);
+	txn_put(t, "x", "z");                                                     /* 3 */
+	assert_int_equal(tfs_plog_txn_end(t, false, false), 0);                   /* 4: ABORT */
+	r.key = tfs_slice_make(abort_key, 4);
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);   /* 5 */
+	assert_int_equal(tfs_plog_key_versions(f->pl, tfs_slice_make(commit_key, 4), &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], 0);
+	free(v);
+	assert_int_equal(tfs_plog_key_versions(f->pl, tfs_slice_make(abort_key, 4), &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], 5);
+	free(v);
+}
+
 static void an_empty_transaction_writes_nothing(void **state)
 {
 	struct fx *f = *state;
@@ -439,6 +471,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(keys_appear_at_the_commit_and_never_before, setup, teardown),
 		cmocka_unit_test_setup_teardown(aborted_records_never_name_a_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_empty_transaction_writes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(markers_are_no_records_of_a_key_of_their_bytes, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(the_txnindex_holds_the_aborts_and_is_rebuilt, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(an_open_transaction_is_aborted_at_open, setup, teardown),

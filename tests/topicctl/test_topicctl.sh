@@ -952,11 +952,13 @@ c_mount_files() {
 }
 
 # dump --fate on a mounted partition's directory: each record's fate from a dry
-# run on the partition opened read-only, the same words as the mount's `fate`.
+# run on the partition opened read-only, the same words as the mount's `fate`;
+# the pass that follows drops what it said, and frees the bytes `status` said.
+# (min.cleanable.dirty.ratio=1: no background pass comes between them.)
 c_mount_dump_fate() {
 	need_mount
-	local M=$TMP/mnt d=$TMP/data/fates-0 o kv
-	run 0 "$CTL" create "$M/fates" --partitions 1
+	local M=$TMP/mnt d=$TMP/data/fates-0 o kv survivors freed size
+	run 0 "$CTL" create "$M/fates" --partitions 1 --config min.cleanable.dirty.ratio=1
 	for kv in A=10 B=20 A=11 C=30 A=12 B=21 A=13 B=22; do printf %s "${kv#*=}" > "$M/fates/0/${kv%%=*}"; done
 	setfattr -n user.topicfs.roll -v 1 "$M/fates/0"
 	printf 31 > "$M/fates/0/C"
@@ -978,6 +980,18 @@ assert [r["fate"] for r in recs][:4] == ["drop", "drop", "drop", "keep"], recs
 '
 	run 1 "$CTL" dump --fate "$d/00000000000000000000.log"
 	has err "partition directory"
+	run 0 "$CTL" dump --fate "$d"
+	survivors=$(sed -n 's/^| offset: \([0-9]*\) timestamp: [0-9]* fate: \([a-z-]*\).*/\1 \2/p' out |
+		awk '$2 != "drop" && $2 != "drop-tombstone" && $2 != "keep-producer-state" { print $1 }' | xargs)
+	eq "3 6 7 8" "$survivors" "the survivors dump predicts"
+	freed=$(getfattr --only-values -n user.topicfs.next_pass "$M/fates/0" | sed 's/.* bytes_freed=\([0-9]*\) .*/\1/')
+	[ "$freed" -gt 0 ] && [ "$freed" -lt 1024 ] || fail "next_pass bytes_freed: '$freed'"
+	run 0 "$CTL" status "$M/fates"
+	has out "would free $freed B last"
+	size=$(getfattr --only-values -n user.topicfs.size_bytes "$M/fates/0")
+	setfattr -n user.topicfs.clean -v 1 "$M/fates/0"
+	eq "$survivors" "$(ls "$M/fates/0/.history" | sed 's/^0*\(.\)/\1/' | xargs)" "what the pass left"
+	eq "$freed" "$((size - $(getfattr --only-values -n user.topicfs.size_bytes "$M/fates/0")))" "bytes the pass freed"
 }
 
 c_mount_delete() {
