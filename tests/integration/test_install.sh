@@ -23,7 +23,7 @@ BUILD=$BUILD_DIR
 VERSION=$(sed -n '1s/^topicfs (\([^)]*\)).*/\1/p' "$T_REPO/debian/changelog")
 
 # The files an install must lay down, relative to the prefix (systemd's unit directory
-# follows the prefix: see CMakeLists.txt).
+# follows the prefix: see cmake/install-configured.cmake).
 expected_files() {
 	cat <<EOF
 bin/topicfs
@@ -35,52 +35,68 @@ share/man/man8/mount.topicfs.8
 share/man/man8/topicctl.8
 share/bash-completion/completions/topicctl
 share/doc/topicfs/README.md
+share/doc/topicfs/docs/kafka.md
 share/doc/topicfs/examples/example.mount
 EOF
 }
 
-# install_to PREFIX [DESTDIR]: configure BUILD for PREFIX and install into it.
+# install_to PREFIX [DESTDIR]: `cmake --install BUILD --prefix PREFIX`, as the README
+# says: the build keeps the prefix it was configured with.
 install_to() {
-	cmake -S "$T_REPO" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$1" > "$T_CASE/cmake.log" 2>&1 ||
-		{ cat "$T_CASE/cmake.log"; fail "cmake configure for prefix $1"; }
-	DESTDIR=${2:-} cmake --install "$BUILD" > "$T_CASE/install.log" 2>&1 ||
-		{ cat "$T_CASE/install.log"; fail "cmake --install to ${2:-}$1"; }
+	DESTDIR=${2:-} cmake --install "$BUILD" --prefix "$1" > "$T_CASE/install.log" 2>&1 ||
+		{ cat "$T_CASE/install.log"; fail "cmake --install --prefix $1 to ${2:-/}"; }
+	# Under the prefix, but for the units of a /usr install (systemd.pc's /lib/systemd).
+	assert_eq "" "$(grep -E -e '-- (Installing|Up-to-date): ' "$T_CASE/install.log" |
+		grep -v -e "-- [A-Za-z-]*: ${2:-}${1%/}/" -e "-- [A-Za-z-]*: ${2:-}/lib/systemd/system/" ||
+		true)" "files installed outside ${2:-}$1"
 }
 
-# The build dir's prefix is changed by these cases; put it back for the next ones.
-restore_prefix() {
-	t_on_exit "cmake -S '$T_REPO' -B '$BUILD' -DCMAKE_INSTALL_PREFIX=/usr/local"
+# no_foreign_paths DIR: no text file under DIR but the README and docs/ (prose that
+# names /usr/local as an example) names /usr/local, the source or the build tree.
+no_foreign_paths() {
+	assert_eq "" "$(grep -rlI -e /usr/local -e "$T_REPO" -e "$BUILD" "$1" |
+		grep -v -e '/share/doc/topicfs/README.md$' -e '/share/doc/topicfs/docs/' || true)" \
+		"installed files naming /usr/local, the source or the build tree"
 }
 
 c_install_tree() {
-	local p=$T_CASE/prefix d=$T_CASE/dest f
-	restore_prefix
+	local p=$T_CASE/prefix d=$T_CASE/dest r=$T_CASE/root f u
 	install_to "$p"
 	while read -r f; do
 		assert_ok test -e "$p/$f"
 	done < <(expected_files)
 	for f in bin/topicfs bin/topicctl sbin/mount.topicfs; do assert_ok test -x "$p/$f"; done
-	# The prefix's own paths are filled in; no placeholder is left anywhere.
-	assert_ok grep -q "^ExecStart=$p/bin/topicfs " "$p/lib/systemd/system/topicfs@.service"
+	# The install's prefix (not the configured one) is filled in; no placeholder left.
+	u=$p/lib/systemd/system/topicfs@.service
+	assert_ok grep -q "^ExecStart=$p/bin/topicfs " "$u"
+	assert_ok grep -q "^EnvironmentFile=$p/etc/topicfs/%i.conf\$" "$u"
+	assert_ok grep -q "^Documentation=.* file://$p/share/doc/topicfs/README.md\$" "$u"
 	assert_ok grep -q "^installed_bin='$p/bin/topicfs'" "$p/sbin/mount.topicfs"
+	assert_ok grep -q "^\.I $p/share/doc/topicfs\$" "$p/share/man/man8/topicfs.8"
 	assert_eq "" "$(grep -rlI '@[A-Z_]*@' "$p" || true)" "files with unfilled @VAR@ placeholders"
-	# No absolute path of the build or source tree, and no other prefix, is baked in.
-	assert_eq "" "$(grep -rlI -e "$T_REPO" "$p" || true)" "installed files naming the source tree"
-	assert_eq "" "$(grep -rlI -e /usr/local "$p/share/man" "$p/lib" "$p/share/bash-completion" \
-		"$p/share/doc/topicfs/examples" || true)" \
-		"installed text files naming the source tree or another prefix"
-	# DESTDIR= stages a /usr install: the same layout under DESTDIR, paths of /usr.
+	# The installed helper runs its installed daemon and nothing else: the source
+	# tree's search of PATH is not in it.
+	assert_fails grep -q -e 'command -v topicfs' -e 'source tree only' "$p/sbin/mount.topicfs"
+	no_foreign_paths "$p"
+	# DESTDIR= stages a /usr install: the same layout under DESTDIR, paths of /usr,
+	# units where systemd.pc puts them for /usr (root_prefix is empty).
 	install_to /usr "$d"
 	while read -r f; do
-		case $f in lib/systemd/*) ;; *) f=usr/$f ;; esac   # units: root_prefix is empty for /usr
+		case $f in lib/systemd/*) ;; *) f=usr/$f ;; esac
 		assert_ok test -e "$d/$f"
 	done < <(expected_files)
 	assert_ok grep -q '^ExecStart=/usr/bin/topicfs ' "$d/lib/systemd/system/topicfs@.service"
+	assert_ok grep -q '^EnvironmentFile=/etc/topicfs/%i.conf$' "$d/lib/systemd/system/topicfs@.service"
+	assert_ok grep -q "^installed_bin='/usr/bin/topicfs'" "$d/usr/sbin/mount.topicfs"
+	no_foreign_paths "$d"
+	# --prefix /: as GNUInstallDirs has it, the same tree as /usr.
+	install_to / "$r"
+	assert_eq "$(cd "$d" && find . | sort)" "$(cd "$r" && find . | sort)" "tree of --prefix / vs /usr"
+	assert_eq "" "$(diff -r "$d" "$r")" "files of --prefix / vs /usr"
 }
 
 c_installed_programs() {
-	local p=$T_CASE/prefix out
-	restore_prefix
+	local p=$T_CASE/prefix out rc
 	install_to "$p"
 	assert_match '[0-9]+\.[0-9]+(\.[0-9]+)?(-[0-9A-Za-z.+~]+)?' "$VERSION" "version in debian/changelog"
 	out=$("$p/bin/topicfs" --version 2>&1)
@@ -101,6 +117,12 @@ c_installed_programs() {
 	umount "$MNT"
 	for i in $(seq 100); do pgrep -f "$p/bin/topicfs .*$MNT" >/dev/null || break; sleep 0.1; done
 	assert_fails pgrep -f "$p/bin/topicfs .*$MNT"
+	# Without its daemon the installed helper says so, and runs no other topicfs.
+	mv "$p/bin/topicfs" "$p/bin/topicfs.away"
+	out=$(env -u TOPICFS_BIN PATH=$BUILD:/usr/bin:/bin "$p/sbin/mount.topicfs" "$DATA" "$MNT" -f 2>&1) && rc=0 || rc=$?
+	assert_eq 1 "$rc" "exit status of the installed helper without its daemon"
+	assert_eq "mount.topicfs: the topicfs binary installed with this helper, $p/bin/topicfs, is missing (set TOPICFS_BIN)" \
+		"$out" "message of the installed helper without its daemon"
 }
 
 c_man_pages() {

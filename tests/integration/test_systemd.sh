@@ -23,7 +23,8 @@ BIN=$TOPICFS
 unit_copy() {
 	sed -e "s#@CMAKE_INSTALL_FULL_BINDIR@/topicfs#$2#g" \
 		-e 's#@CMAKE_INSTALL_FULL_DOCDIR@#/usr/local/share/doc/topicfs#g' \
-		-e 's#@CMAKE_INSTALL_FULL_SBINDIR@#/usr/local/sbin#g' "$1"
+		-e 's#@CMAKE_INSTALL_FULL_SBINDIR@#/usr/local/sbin#g' \
+		-e 's#@CMAKE_INSTALL_FULL_SYSCONFDIR@#/usr/local/etc#g' "$1"
 }
 
 c_verify_units() {
@@ -47,7 +48,8 @@ c_verify_units() {
 	assert_match 'ExecStart=.* -f .*auto_unmount.*' "$(grep '^ExecStart=' "$s")" "ExecStart="
 	assert_eq "Restart=on-failure" "$(grep '^Restart=' "$s")" "Restart="
 	assert_match 'ExecStop=.*(fusermount3 -u|umount).*' "$(grep '^ExecStop=' "$s")" "ExecStop="
-	assert_eq "EnvironmentFile=/etc/topicfs/%i.conf" "$(grep '^EnvironmentFile=' "$s")" "EnvironmentFile="
+	assert_eq "EnvironmentFile=@CMAKE_INSTALL_FULL_SYSCONFDIR@/topicfs/%i.conf" \
+		"$(grep '^EnvironmentFile=' "$s")" "EnvironmentFile="
 	local m=$UNITS/example.mount
 	assert_eq "What=/var/lib/topicfs/demo Where=/mnt/topicfs Type=topicfs" \
 		"$(grep -E '^(What|Where|Type)=' "$m" | xargs)" "What/Where/Type of example.mount"
