@@ -10,8 +10,10 @@
 #                       (the package's, from debian/changelog); the installed helper
 #                       mounts a temporary data directory with the installed daemon
 #   man_pages           each page renders with `man -l` without a warning
-#   man_options         every option the programs accept is documented in their man
-#                       page, and every documented one is accepted
+#   man_options         every option the programs accept (their --help and their
+#                       parsers: fs/opts.c, the Kafka settings' table, topicctl's command
+#                       table and getopt, the helper's case arms) is documented in their
+#                       man page as an item, and every documented one is accepted
 #   completion          the topicctl completion completes commands, options and topics
 #   deb_package         dpkg-buildpackage builds the .deb from the tree; dpkg -c lists
 #                       what it must hold; lintian finds nothing; installed with dpkg,
@@ -144,72 +146,112 @@ bad = []
 def man(name):
     return open(f"{repo}/man/{name}.8").read()
 
+def src(path):
+    return open(f"{repo}/{path}").read()
+
 def run(*argv):
     p = subprocess.run(argv, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr
 
-# topicfs: "-o NAME[=...]" of its own help block, and each NAME in the config lists.
+def unesc(s):
+    return s.replace("\\-", "-").replace('"', "")
+
+def section(page, start, end_re=r"^\.S[HS] "):
+    body = page.split(start + "\n", 1)
+    if len(body) < 2:
+        bad.append(f"no section {start!r}")
+        return ""
+    m = re.search(end_re, body[1], re.M)
+    return body[1][:m.start()] if m else body[1]
+
+def both_ways(what, accepted, documented):
+    for n in sorted(accepted - documented):
+        bad.append(f"{what}: {n} is accepted but not documented")
+    for n in sorted(documented - accepted):
+        bad.append(f"{what}: {n} is documented but not accepted")
+
+# Item heads: the line after each .TP; options in it are \-x and \-\-long.
+def tp_options(text):
+    heads = re.findall(r"^\.TP\n(.*)$", text, re.M)
+    out = set()
+    for h in heads:
+        out |= {unesc(o) for o in re.findall(r"(\\-\\-[a-z][a-z\\-]*|\\-[A-Za-z0-9])(?![a-z\\])", h)}
+    return out
+
+# ---- topicfs ------------------------------------------------------------------------
 rc, out = run(topicfs, "--help")
-ours = out.split("\n\n    -h")[0]
+ours, fuse_help = out.split("\n\n    -h", 1)
+fuse_help = "    -h" + fuse_help
 accepted = set(re.findall(r"^    -o ([a-z_.]+)", ours, re.M)) - {"NAME"}
 for line in re.findall(r"-o NAME=VALUE .*\n +([a-z. ]+)$", ours, re.M):
     accepted |= set(line.split())
+# ... and every name the parser compares, even one --help leaves out (reader_cache,
+# default_permissions: kept for old fstab lines), and the Kafka listener's table.
+opts_c = src("fs/opts.c")
+parsed = set(re.findall(r'strcmp\((?:arg|name), "([a-z_.]+)"\)', opts_c)) - {"debug", "compact", "delete"}
+kafka_names = re.search(r"names\[\] = \{(.*?)NULL", src("kafka/config.c"), re.S).group(1)
+parsed |= set(re.findall(r'"([a-z_.]+)"', kafka_names))
+accepted |= parsed
 page = man("topicfs")
-section = page.split(".SS topicfs mount options")[1].split(".SS libfuse options")[0]
-items = re.findall(r'^\.TP\n\.(BI?) "?([a-z_.]+)=?', section, re.M)
+mount_opts = page.split(".SS topicfs mount options")[1].split(".SS libfuse options")[0]
+items = re.findall(r'^\.TP\n\.(BI?) "?([a-z_.]+)=?', mount_opts, re.M)
 documented = {n for _, n in items}
 flags = {n for kind, n in items if kind == "B"}     # ".B NAME": takes no value
-for n in sorted(accepted - documented):
-    bad.append(f"topicfs(8) does not document -o {n}")
-for n in sorted(documented - accepted):
-    bad.append(f"topicfs(8) documents -o {n}, which topicfs --help does not list")
+both_ways("topicfs(8) -o", accepted, documented)
 # each documented option is accepted by the parser: a bad value is refused by name
 for n in sorted(documented - flags):
     rc, msg = run(topicfs, "-o", f"{n}=\x01bad", "/nonexistent-data", "/nonexistent-mnt")
     if f"bad mount option {n}" not in msg:
         bad.append(f"topicfs does not check -o {n}=VALUE: {msg.strip()[:120]}")
+# libfuse's options the page names are ones libfuse (or topicfs) takes
+fuse_opts = set(re.findall(r"^ +-o ([a-z_]+)", fuse_help, re.M))
+for _, n in re.findall(r'^\.TP\n\.(BI?) "?([a-z_.]+)=?', section(page, ".SS libfuse options"), re.M):
+    if n not in fuse_opts and n not in parsed:
+        bad.append(f"topicfs(8) names libfuse option {n}, which topicfs --help does not list")
+# program options: libfuse's command line flags, both ways
+flags_help = set()
+for short, long_ in re.findall(r"^    (-[A-Za-z])(?:   (--[a-z]+|-o [a-z]+))?", fuse_help, re.M):
+    flags_help.add(short)
+    if long_.startswith("--"):
+        flags_help.add(long_)
+both_ways("topicfs(8) program options", flags_help, tp_options(section(page, ".SS Program options")))
 
-# topicctl: the commands, and each command's long options, both ways.
+# ---- topicctl -----------------------------------------------------------------------
+main_c = src("mount-helpers/topicctl/main.c")
 rc, out = run(topicctl, "--help")
 cmds = re.findall(r"^  ([a-z]+) ", out.split("Commands:")[1], re.M)
+table = re.findall(r'^\t\{ "([a-z]+)", cmd_', main_c, re.M)
+both_ways("topicctl --help commands vs its table", set(table), set(cmds))
 page = man("topicctl")
 sections = dict(re.findall(r"^\.SS (\S+)\n(.*?)(?=^\.SS |^\.SH )", page, re.M | re.S))
+both_ways("topicctl(8) commands", set(table), set(sections))
+glob = set(re.findall(r'!strcmp\(argv\[1\], "(-[^"]+)"\)', main_c))
+both_ways("topicctl(8) options before a command", glob, tp_options(section(page, ".SH OPTIONS")))
 for c in cmds:
     if c not in sections:
-        bad.append(f"topicctl(8) has no section for command {c}")
         continue
     rc, help_ = run(topicctl, c, "--help")
-    takes = set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", help_))
-    doc = set(re.findall(r"\\-\\-([a-z][a-z\\-]*)", sections[c]))
-    doc = {d.replace("\\-", "-") for d in doc}
-    for o in sorted(takes - doc):
-        bad.append(f"topicctl(8) {c}: --{o} is not documented")
-    for o in sorted(doc - takes):
-        bad.append(f"topicctl(8) {c}: documents --{o}, which '{c} --help' does not list")
-    for o in sorted(doc):
-        rc, msg = run(topicctl, c, f"--{o}", "--help")
+    takes = set()
+    for short, long_ in re.findall(r"^  +(?:(-[A-Za-z0-9]), )?(--[a-z][a-z-]*)", help_, re.M):
+        takes |= {long_} | ({short} if short else set())
+    doc = tp_options(sections[c])
+    both_ways(f"topicctl(8) {c}", takes, doc)
+    # and the parser takes each: getopt names what it does not know
+    for o in sorted(takes | doc):
+        rc, msg = run(topicctl, c, o, "--help")
         if "unknown option" in msg:
-            bad.append(f"topicctl {c} refuses documented --{o}")
-for c in sections:
-    if c not in cmds:
-        bad.append(f"topicctl(8) documents command {c}, which topicctl does not have")
+            bad.append(f"topicctl {c} refuses {o}, which its --help or topicctl(8) lists")
 
-# mount.topicfs: the flags its option loop takes, against the page.
-script = open(f"{repo}/mount-helpers/mount.topicfs").read()
+# ---- mount.topicfs ------------------------------------------------------------------
+script = src("mount-helpers/mount.topicfs")
 takes = set(re.findall(r"^\t(-[A-Za-z](?: \| --[a-z]+)?)\)", script, re.M))
 flags = set()
 for t in takes:
     flags |= {f.strip() for f in t.split("|")}
 flags |= {"-" + f for f in re.findall(r"^\t\t\t([a-z]) ?\)", script, re.M)}
 flags |= {"-" + f for f in re.findall(r"^\t\t\t([a-z]) \| ([a-z])\)", script, re.M) for f in f}
-page = man("mount.topicfs").split(".SH OPTIONS")[1].split(".SH ")[0]
-doc = {d.replace("\\-", "-") for d in re.findall(r"^\.BI? (?:\"?)(\\-[A-Za-z]|\\-\\-[a-z]+)", page, re.M)}
-for short, long_ in re.findall(r'^\.BR (\\-[A-Za-z]) ", " (\\-\\-[a-z]+)', page, re.M):
-    doc |= {short.replace("\\-", "-"), long_.replace("\\-", "-")}
-for f in sorted(flags - doc):
-    bad.append(f"mount.topicfs(8) does not document {f}")
-for f in sorted(doc - flags):
-    bad.append(f"mount.topicfs(8) documents {f}, which the helper does not take")
+page = section(man("mount.topicfs"), ".SH OPTIONS", r"^\.SH ")
+both_ways("mount.topicfs(8)", flags, tp_options(page))
 
 for b in bad:
     print("# " + b)
