@@ -10,7 +10,9 @@
 # serve, and unmount with the daemon exiting 0. Readiness (Type=notify) is checked the
 # way systemd sees it: ExecStart runs with $NOTIFY_SOCKET naming a datagram socket this
 # test reads, which must receive STATUS=, READY=1 once the mount is up, WATCHDOG=1
-# pings when $WATCHDOG_USEC asks for them, and STOPPING=1 at the end.
+# pings when $WATCHDOG_USEC asks for them, and STOPPING=1 at the end; the readiness
+# case holds the daemon inside its listener's start to show that READY=1 waits for
+# it, and checks what STATUS= says while 130 topics open.
 . "$(dirname "$0")/lib.sh"
 t_require_root
 
@@ -180,8 +182,151 @@ c_notify_socket_missing() {
 	t_umount
 }
 
+# Readiness, as a unit ordered After= topicfs@ sees it. A driver binds the notify
+# socket, runs the daemon with $NOTIFY_SOCKET and reads every datagram itself:
+#   pause   a SASL listener whose credentials file is a FIFO: the daemon blocks opening
+#           it inside the listener's start, after the mount and before listen(2). The
+#           FIFO's reader is the event (opening it for writing without blocking works
+#           only then); at that point every datagram sent so far is queued on the
+#           socket, and none may be READY=1. The FIFO is then refused (not a regular
+#           file): the daemon exits 1, without READY=1 ever.
+#   ready   a PLAINTEXT listener: the moment READY=1 arrives, the port is in the log,
+#           the port answers an ApiVersions request, and the mount answers a listing.
+#   opening with 130 topics made in the first mount, the next start sends a STATUS=
+#           line every 64 topics (0, 64 and 128 of them), each with
+#           EXTEND_TIMEOUT_USEC=, all before READY=1.
+c_readiness() {
+	need mkfifo
+	local out
+	"$T_PY" - "$TOPICFS" "$T_CASE" "$DATA" "$MNT" > "$T_CASE/ready.out" 2>&1 <<'PY' || { cat "$T_CASE/ready.out"; fail "readiness driver"; }
+import errno, os, re, socket, stat, struct, subprocess, sys, time
+topicfs, case, data, mnt = sys.argv[1:5]
+sock_path = os.path.join(case, "notify.sock")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sock_path)
+env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+env.pop("WATCHDOG_USEC", None)
+BOUND = 120                  # a bound on a hang, not a timing assertion
+
+def start(opts, log):
+    f = open(os.path.join(case, log), "w")
+    return subprocess.Popen(["timeout", "--kill-after=10", "300", topicfs, "-f", "-o",
+                             "auto_unmount," + opts, data, mnt],
+                            env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+def queued():
+    """Every datagram already on the socket, without waiting."""
+    got = []
+    s.setblocking(False)
+    while True:
+        try:
+            got.append(s.recv(4096).decode())
+        except BlockingIOError:
+            return got
+
+def in_mount_table():
+    """The kernel has the mount (a stat would wait for the session loop to answer)."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mnt for line in f)
+
+def until(pred, what):
+    t = time.monotonic() + BOUND
+    while time.monotonic() < t:
+        if pred():
+            return
+        time.sleep(0.05)
+    sys.exit(f"no {what} within {BOUND} s")
+
+def wait_ready(p):
+    msgs = []
+    s.settimeout(BOUND)
+    while not any("READY=1" in m for m in msgs):
+        if p.poll() is not None:
+            sys.exit(f"the daemon exited {p.returncode} before READY=1: {msgs}")
+        try:
+            msgs.append(s.recv(4096).decode())
+        except socket.timeout:
+            sys.exit(f"no READY=1 within {BOUND} s: {msgs}")
+    return msgs
+
+def unmount(p):
+    subprocess.run(["umount", mnt], check=True)
+    return p.wait(BOUND)
+
+# pause
+fifo = os.path.join(case, "creds.fifo")
+os.mkfifo(fifo, 0o600)
+p = start(f"listeners=SASL_PLAINTEXT://127.0.0.1:0,kafka_sasl_credentials={fifo}", "pause.log")
+w = None
+def reader_waits():
+    global w
+    if p.poll() is not None:
+        sys.exit(f"the daemon exited {p.returncode} before opening the credentials")
+    try:
+        w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        return True
+    except OSError as e:
+        if e.errno != errno.ENXIO:
+            raise
+        return False
+until(reader_waits, "open of the credentials FIFO")
+msgs = queued()
+print("pause: mounted=%d ready=%d status=%d" % (in_mount_table(), any("READY=1" in m for m in msgs),
+      any(m.startswith("STATUS=opening the data directory") for m in msgs)))
+os.close(w)
+rc = p.wait(BOUND)
+msgs += queued()
+print("pause: exit=%d ready=%d stopping=%d mounted=%d" % (rc, any("READY=1" in m for m in msgs),
+      any("STOPPING=1" in m for m in msgs), in_mount_table()))
+
+# ready
+p = start("listeners=PLAINTEXT://127.0.0.1:0", "ready.log")
+msgs = wait_ready(p)
+log = open(os.path.join(case, "ready.log")).read()
+port = re.search(r"kafka: listening on PLAINTEXT://127\.0\.0\.1:(\d+) ", log)
+api = "no port"
+if port:
+    c = socket.create_connection(("127.0.0.1", int(port.group(1))), timeout=BOUND)
+    c.sendall(struct.pack(">ihhih", 10, 18, 0, 7, 0))      # ApiVersions v0, corr 7, no client id
+    n = struct.unpack(">i", c.recv(4, socket.MSG_WAITALL))[0]
+    body = c.recv(n, socket.MSG_WAITALL)
+    corr, err = struct.unpack(">ih", body[:6])
+    api = f"corr={corr} error={err}"
+    c.close()
+mounted = os.stat(mnt).st_dev != os.stat(os.path.dirname(mnt)).st_dev
+print(f"ready: port_logged={int(bool(port))} api_versions={api} mounted={int(mounted)} listing={os.listdir(mnt)}")
+for i in range(130):
+    os.mkdir(os.path.join(mnt, "t%03d" % i))
+print("ready: exit=%d" % unmount(p))
+queued()
+
+# opening
+p = start("ro", "opening.log")
+msgs = wait_ready(p)
+for m in msgs:
+    print("opening: " + m.replace("\n", "|"))
+print("opening: exit=%d" % unmount(p))
+PY
+	sed 's/^/# /' "$T_CASE/ready.out"
+	out=$(cat "$T_CASE/ready.out")
+	assert_eq "pause: mounted=1 ready=0 status=1" "$(grep '^pause: mounted' <<< "$out")" \
+		"at the listener's start: mounted, STATUS= sent, READY=1 not"
+	assert_eq "pause: exit=1 ready=0 stopping=1 mounted=0" "$(grep '^pause: exit' <<< "$out")" \
+		"a listener that cannot start: exit 1, never READY=1"
+	assert_eq "ready: port_logged=1 api_versions=corr=7 error=0 mounted=1 listing=[]" \
+		"$(grep '^ready: port' <<< "$out")" "the moment READY=1 arrives"
+	assert_eq "ready: exit=0" "$(grep '^ready: exit' <<< "$out")" "exit after umount"
+	# STATUS= every 64 topics while opening, each extending the start timeout, then READY=1.
+	assert_eq "0 64 128" "$(grep -o '^opening: EXTEND_TIMEOUT_USEC=[0-9]*|STATUS=opening the data directory: [0-9]* of 13[0-9] topics$' <<< "$out" |
+		sed 's/.*: \([0-9]*\) of .*/\1/' | xargs)" "progress lines while opening 130 topics"
+	assert_match 'opening: READY=1\|STATUS=serving .*' "$(grep '^opening:' <<< "$out" | grep -v '^opening: exit' | tail -n 1)" \
+		"READY=1 after the progress lines"
+	assert_eq "opening: exit=0" "$(grep '^opening: exit' <<< "$out")" "exit after umount"
+}
+
 t_test verify_units c_verify_units
 t_test service_commands_run c_service_commands_run
 t_test notify_socket_missing c_notify_socket_missing
 t_test journal_priorities c_journal_priorities
+t_test readiness c_readiness
 t_done
