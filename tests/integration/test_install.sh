@@ -265,20 +265,47 @@ c_completion() {
 	local out
 	t_mount
 	mkdir "$MNT/orders" "$MNT/users"
+	echo 1 > "$MNT/users/0/user-1"
+	echo 2 > "$MNT/users/0/user-2"
 	out=$(PATH=$BUILD:$PATH bash -c '
 		. "$1"/completion/topicctl
-		COMP_WORDS=(topicctl st); COMP_CWORD=1; _topicctl; echo "cmds: ${COMPREPLY[*]}"
-		COMP_WORDS=(topicctl dump --r); COMP_CWORD=2; _topicctl; echo "opts: ${COMPREPLY[*]}"
-		COMP_WORDS=(topicctl create x --config segment.b); COMP_CWORD=4; _topicctl; echo "cfg: ${COMPREPLY[*]}"
-		COMP_WORDS=(topicctl describe ""); COMP_CWORD=2; _topicctl; echo "mounts: ${COMPREPLY[*]}"
-		COMP_WORDS=(topicctl describe "$2/"); COMP_CWORD=2; _topicctl; echo "topics: ${COMPREPLY[*]}"
+		c() { local tag=$1; shift; COMP_WORDS=(topicctl "$@"); COMP_CWORD=$(($# )); _topicctl; echo "$tag: ${COMPREPLY[*]}"; }
+		c cmds st
+		c newer e
+		c gr gr
+		c fo fo
+		c opts dump --r
+		c cfg create x --config segment.b
+		c unset config x --unset segment.b
+		c cfgname config "$2/users" retention.
+		c mounts describe ""
+		c topics describe "$2/"
+		c erase_opts erase --w
+		c wait_flag erase -w ""
+		c timeout_value erase --timeout ""
+		c keys erase "$2/users" user-
+		c keys_after_opts erase --margin 0.5 "$2/users" ""
+		c groups groups ""
+		c follow_group follow --group ""
 	' _ "$T_REPO" "$MNT")
 	printf '%s\n' "$out" | sed 's/^/# /'
 	assert_eq "cmds: status" "$(grep '^cmds:' <<< "$out")" "commands completed from 'st'"
+	assert_eq "newer: estimate erase" "$(grep '^newer:' <<< "$out")" "commands from 'e'"
+	assert_eq "gr: groups" "$(grep '^gr:' <<< "$out")" "commands from 'gr'"
+	assert_eq "fo: follow" "$(grep '^fo:' <<< "$out")" "commands from 'fo'"
 	assert_eq "opts: --records" "$(grep '^opts:' <<< "$out")" "options of dump from '--r'"
 	assert_eq "cfg: segment.bytes=" "$(grep '^cfg:' <<< "$out")" "config names after --config"
+	assert_eq "unset: segment.bytes" "$(grep '^unset:' <<< "$out")" "config names after --unset"
+	assert_eq "cfgname: retention.ms retention.bytes" "$(grep '^cfgname:' <<< "$out")" "config names after config TOPIC"
 	assert_match "mounts: (.* )?$MNT( .*)?" "$(grep '^mounts:' <<< "$out")" "topicfs mounts offered first"
 	assert_eq "topics: $MNT/orders $MNT/users" "$(grep '^topics:' <<< "$out")" "topics under the mount"
+	assert_eq "erase_opts: --wait" "$(grep '^erase_opts:' <<< "$out")" "options of erase from '--w'"
+	assert_match "wait_flag: (.* )?$MNT( .*)?" "$(grep '^wait_flag:' <<< "$out")" "-w of erase takes no value"
+	assert_eq "timeout_value: " "$(grep '^timeout_value:' <<< "$out")" "no completion of --timeout's value"
+	assert_eq "keys: user-1 user-2" "$(grep '^keys:' <<< "$out")" "keys of the topic after erase TOPIC"
+	assert_eq "keys_after_opts: user-1 user-2" "$(grep '^keys_after_opts:' <<< "$out")" "keys after options with values"
+	assert_match "groups: (.* )?$MNT( .*)?" "$(grep '^groups:' <<< "$out")" "mounts for groups"
+	assert_eq "follow_group: " "$(grep '^follow_group:' <<< "$out")" "no completion of --group's value"
 	t_umount
 }
 
