@@ -12,7 +12,9 @@
 # test reads, which must receive STATUS=, READY=1 once the mount is up, WATCHDOG=1
 # pings when $WATCHDOG_USEC asks for them, and STOPPING=1 at the end; the readiness
 # case holds the daemon inside its listener's start to show that READY=1 waits for
-# it, and checks what STATUS= says while 130 topics open.
+# it, and checks what STATUS= says while 130 topics open. Log priorities reach the
+# journal both ways: in the foreground as "<N>" prefixes on its stream, in the
+# background through syslog(3) (read on a /dev/log of a private mount namespace).
 . "$(dirname "$0")/lib.sh"
 t_require_root
 
@@ -324,9 +326,72 @@ PY
 	assert_eq "opening: exit=0" "$(grep '^opening: exit' <<< "$out")" "exit after umount"
 }
 
+# Not in the foreground (mount -t topicfs, a .mount unit), the daemon logs through
+# syslog(3), which the journal serves on /dev/log: each line must keep its priority.
+# The machine has no syslog daemon, so a private mount namespace gets a /dev of its
+# own (/dev/null, /dev/fuse, ... bound from the real one) whose /dev/log is a
+# datagram socket this test reads. The daemon, the mount and the unmount all live in
+# that namespace.
+c_background_syslog() {
+	need unshare
+	local log=$T_CASE/syslog.txt out recv
+	"$T_PY" - "$T_CASE/log.sock" "$log" "$T_CASE/syslog.stop" <<'PY' &
+import os, socket, sys, time
+path, log, stop = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+s.settimeout(0.2)
+deadline = time.monotonic() + 300
+with open(log, "a") as f:
+    while (not os.path.exists(stop) and os.path.isdir(os.path.dirname(stop)) and
+           time.monotonic() < deadline):
+        try:
+            f.write(s.recv(8192).decode(errors="replace").replace("\n", "|") + "\n")
+            f.flush()
+        except socket.timeout:
+            pass
+PY
+	recv=$!
+	for i in $(seq 100); do [ -S "$T_CASE/log.sock" ] && break; sleep 0.1; done
+	t_on_exit "touch '$T_CASE/syslog.stop'"
+	t_on_exit "[ -s '$T_CASE/daemon.pid' ] && kill \$(cat '$T_CASE/daemon.pid')"
+	mkdir "$T_CASE/hostdev"
+	out=$(unshare -m --propagation private sh -ec '
+		case=$1 topicfs=$2 data=$3 mnt=$4
+		mount --bind /dev "$case/hostdev"
+		mount -t tmpfs -o mode=755 tmpfs /dev
+		for n in null zero full random urandom fuse; do
+			touch "/dev/$n"
+			mount --bind "$case/hostdev/$n" "/dev/$n"
+		done
+		touch /dev/log
+		mount --bind "$case/log.sock" /dev/log
+		"$topicfs" -o auto_unmount "$data" "$mnt"
+		pgrep -f -x "$topicfs -o auto_unmount $data $mnt" > "$case/daemon.pid"
+		mkdir "$mnt/t"
+		printf garbage > "$mnt/t/0/.batches"
+		umount "$mnt"
+		for i in $(seq 300); do kill -0 "$(cat "$case/daemon.pid")" 2>/dev/null || exit 0; sleep 0.1; done
+		echo "the daemon did not exit after umount"
+	' _ "$T_CASE" "$TOPICFS" "$DATA" "$MNT" 2>&1)
+	printf '%s\n' "$out" | sed 's/^/# ns: /'
+	assert_eq "" "$(grep -v -e ' info ' -e '^ *$' <<< "$out" || true)" "output of the namespace's commands"
+	: > "$T_CASE/daemon.pid"
+	for i in $(seq 100); do grep -q 'fs: unmounted' "$log" 2>/dev/null && break; sleep 0.1; done
+	sed 's/^/# syslog: /' "$log"
+	# LOG_USER (8) + LOG_INFO (6), + LOG_WARNING (4)
+	assert_ok grep -Eq '^<14>.* topicfs(\[[0-9]+\])?: engine: created topic t ' "$log"
+	assert_ok grep -Eq '^<12>.* topicfs(\[[0-9]+\])?: fs: t/0/\.batches: .* cut short' "$log"
+	assert_ok grep -Eq '^<14>.* topicfs(\[[0-9]+\])?: fs: unmounted ' "$log"
+	assert_eq "" "$(grep -v '^<1[0-5]>' "$log" || true)" "syslog lines without a priority"
+	touch "$T_CASE/syslog.stop"
+	wait "$recv"
+}
+
 t_test verify_units c_verify_units
 t_test service_commands_run c_service_commands_run
 t_test notify_socket_missing c_notify_socket_missing
 t_test journal_priorities c_journal_priorities
 t_test readiness c_readiness
+t_test background_syslog c_background_syslog
 t_done
