@@ -46,6 +46,23 @@ c_verify_units() {
 	# verify only warns about unknown keys and bad values; any word about our units fails.
 	assert_eq "" "$(printf '%s\n' "$out" | grep -E 'topicfs@|mnt-topicfs|Unknown|Invalid|ignoring' || true)" \
 		"systemd-analyze warnings about the units"
+	# The units `cmake --install` writes (not a copy made here): verified the same way,
+	# ExecStart= naming the installed daemon.
+	if [ -f "$BUILD_DIR/cmake_install.cmake" ]; then
+		local p=$T_CASE/prefix i=$T_CASE/installed
+		cmake --install "$BUILD_DIR" --prefix "$p" > "$T_CASE/install.log" 2>&1 ||
+			{ cat "$T_CASE/install.log"; fail "cmake --install"; }
+		mkdir "$i"
+		cp "$p/lib/systemd/system/topicfs@.service" "$i/topicfs@demo.service"
+		cp "$p/share/doc/topicfs/examples/example.mount" "$i/$name"
+		assert_ok grep -q "^ExecStart=$p/bin/topicfs " "$i/topicfs@demo.service"
+		rc=0
+		out=$(cd "$i" && systemd-analyze verify --man=no "./topicfs@demo.service" "./$name" 2>&1) || rc=$?
+		printf '%s\n' "$out" | sed 's/^/# verify installed: /'
+		assert_eq 0 "$rc" "exit status of systemd-analyze verify on the installed units"
+		assert_eq "" "$(printf '%s\n' "$out" | grep -E 'topicfs@|mnt-topicfs|Unknown|Invalid|ignoring' || true)" \
+			"systemd-analyze warnings about the installed units"
+	fi
 	# The contract of the service, stated in the task: foreground, auto_unmount, restart.
 	local s=$UNITS/topicfs@.service
 	assert_eq "Type=notify" "$(grep '^Type=' "$s")" "Type="
