@@ -31,6 +31,31 @@ unit_copy() {
 		-e 's#@CMAKE_INSTALL_FULL_SYSCONFDIR@#/usr/local/etc#g' "$1"
 }
 
+# dgram_log SOCKET LOG STOP: in the background, every datagram sent to SOCKET as one
+# line of LOG ("|" for newlines) until the file STOP exists or its directory is gone;
+# returns once SOCKET is bound, with $! the receiver.
+dgram_log() {
+	local i
+	"$T_PY" - "$1" "$2" "$3" <<'PY' &
+import os, socket, sys, time
+path, log, stop = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+s.settimeout(0.2)
+deadline = time.monotonic() + 300
+with open(log, "a") as f:
+    while (not os.path.exists(stop) and os.path.isdir(os.path.dirname(stop)) and
+           time.monotonic() < deadline):
+        try:
+            msg = s.recv(8192)
+        except socket.timeout:
+            continue
+        f.write(msg.decode(errors="replace").replace("\n", "|") + "\n")
+        f.flush()
+PY
+	for i in $(seq 100); do [ -S "$1" ] && break; sleep 0.1; done
+}
+
 c_verify_units() {
 	need systemd-analyze systemd-escape
 	local d=$T_CASE/units out rc=0 name
@@ -105,25 +130,8 @@ c_service_commands_run() {
 	"$@"
 	assert_ok test -d "$DATA"
 	assert_ok test -d "$MNT"
-	# The notify socket systemd would pass: every datagram, one line each ("|" for
-	# newlines), in $T_CASE/notify.log until $T_CASE/notify.stop exists.
-	"$T_PY" - "$T_CASE/notify.sock" "$T_CASE/notify.log" "$T_CASE/notify.stop" <<'PY' &
-import os, socket, sys, time
-path, log, stop = sys.argv[1:4]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(path)
-s.settimeout(0.2)
-deadline = time.monotonic() + 300
-with open(log, "a") as f:
-    while not os.path.exists(stop) and time.monotonic() < deadline:
-        try:
-            msg = s.recv(4096)
-        except socket.timeout:
-            continue
-        f.write(msg.decode(errors="replace").replace("\n", "|") + "\n")
-        f.flush()
-PY
-	for i in $(seq 100); do [ -S "$T_CASE/notify.sock" ] && break; sleep 0.1; done
+	# The notify socket systemd would pass.
+	dgram_log "$T_CASE/notify.sock" "$T_CASE/notify.log" "$T_CASE/notify.stop"
 	t_on_exit "touch '$T_CASE/notify.stop'"
 	# ExecStart, run like t_mount does (under timeout), but with the unit's own argv
 	# and the environment systemd gives a Type=notify service with WatchdogSec=.
@@ -205,10 +213,11 @@ c_notify_socket_missing() {
 # socket, runs the daemon with $NOTIFY_SOCKET and reads every datagram itself:
 #   pause   a SASL listener whose credentials file is a FIFO: the daemon blocks opening
 #           it inside the listener's start, after the mount and before listen(2). The
-#           FIFO's reader is the event (opening it for writing without blocking works
-#           only then); at that point every datagram sent so far is queued on the
-#           socket, and none may be READY=1. The FIFO is then refused (not a regular
-#           file): the daemon exits 1, without READY=1 ever.
+#           event is a thread of the daemon waiting in the open (its wchan says
+#           wait_for_partner); while it waits, every datagram sent so far is queued on
+#           the socket, and none may be READY=1. Opening the FIFO for writing lets it
+#           go on; the FIFO is refused (not a regular file), and the daemon exits 1
+#           without READY=1 ever.
 #   ready   a PLAINTEXT listener: the moment READY=1 arrives, the port is in the log,
 #           the port answers an ApiVersions request, and the mount answers a listing.
 #   opening with 130 topics made in the first mount, the next start sends a STATUS=
@@ -218,7 +227,7 @@ c_readiness() {
 	need mkfifo
 	local out
 	"$T_PY" - "$TOPICFS" "$T_CASE" "$DATA" "$MNT" > "$T_CASE/ready.out" 2>&1 <<'PY' || { cat "$T_CASE/ready.out"; fail "readiness driver"; }
-import errno, os, re, socket, stat, struct, subprocess, sys, time
+import os, re, socket, struct, subprocess, sys, time
 topicfs, case, data, mnt = sys.argv[1:5]
 sock_path = os.path.join(case, "notify.sock")
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -276,23 +285,24 @@ def unmount(p):
 fifo = os.path.join(case, "creds.fifo")
 os.mkfifo(fifo, 0o600)
 p = start(f"listeners=SASL_PLAINTEXT://127.0.0.1:0,kafka_sasl_credentials={fifo}", "pause.log")
-w = None
-def reader_waits():
-    global w
+def blocked_on_fifo():
+    """A thread of the daemon (the child of timeout) waits in the FIFO's open."""
     if p.poll() is not None:
         sys.exit(f"the daemon exited {p.returncode} before opening the credentials")
     try:
-        w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        return True
-    except OSError as e:
-        if e.errno != errno.ENXIO:
-            raise
-        return False
-until(reader_waits, "open of the credentials FIFO")
+        kids = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+        for kid in kids:
+            for tid in os.listdir(f"/proc/{kid}/task"):
+                if open(f"/proc/{kid}/task/{tid}/wchan").read() == "wait_for_partner":
+                    return True
+    except FileNotFoundError:
+        pass
+    return False
+until(blocked_on_fifo, "open of the credentials FIFO")
 msgs = queued()
 print("pause: mounted=%d ready=%d status=%d" % (in_mount_table(), any("READY=1" in m for m in msgs),
       any(m.startswith("STATUS=opening the data directory") for m in msgs)))
-os.close(w)
+os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))   # lets the open return
 rc = p.wait(BOUND)
 msgs += queued()
 print("pause: exit=%d ready=%d stopping=%d mounted=%d" % (rc, any("READY=1" in m for m in msgs),
@@ -352,24 +362,8 @@ PY
 c_background_syslog() {
 	need unshare
 	local log=$T_CASE/syslog.txt out recv
-	"$T_PY" - "$T_CASE/log.sock" "$log" "$T_CASE/syslog.stop" <<'PY' &
-import os, socket, sys, time
-path, log, stop = sys.argv[1:4]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(path)
-s.settimeout(0.2)
-deadline = time.monotonic() + 300
-with open(log, "a") as f:
-    while (not os.path.exists(stop) and os.path.isdir(os.path.dirname(stop)) and
-           time.monotonic() < deadline):
-        try:
-            f.write(s.recv(8192).decode(errors="replace").replace("\n", "|") + "\n")
-            f.flush()
-        except socket.timeout:
-            pass
-PY
+	dgram_log "$T_CASE/log.sock" "$log" "$T_CASE/syslog.stop"
 	recv=$!
-	for i in $(seq 100); do [ -S "$T_CASE/log.sock" ] && break; sleep 0.1; done
 	t_on_exit "touch '$T_CASE/syslog.stop'"
 	t_on_exit "[ -s '$T_CASE/daemon.pid' ] && kill \$(cat '$T_CASE/daemon.pid')"
 	mkdir "$T_CASE/hostdev"
