@@ -9,7 +9,8 @@
 #   installed_programs  the installed topicfs/topicctl/mount.topicfs print one version
 #                       (the package's, from debian/changelog); the installed helper
 #                       mounts a temporary data directory with the installed daemon
-#   man_pages           each page renders with `man -l` without a warning
+#   man_pages           each page, of the tree and as installed, renders with `man -l`
+#                       without a warning
 #   man_options         every option the programs accept (their --help and their
 #                       parsers: fs/opts.c, the Kafka settings' table, topicctl's command
 #                       table and getopt, the helper's case arms) is documented in their
@@ -130,11 +131,15 @@ c_installed_programs() {
 c_man_pages() {
 	local page out
 	need man
-	for page in "$T_REPO"/man/*.8; do
+	# The pages of the tree, and as installed (their paths and version filled in).
+	install_to /usr "$T_CASE/dest"
+	for page in "$T_REPO"/man/*.8 "$T_CASE"/dest/usr/share/man/man8/*.8; do
 		out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null)
-		assert_eq "" "$out" "warnings rendering $(basename "$page")"
+		assert_eq "" "$out" "warnings rendering $page"
 		assert_ok test "$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$page" 2>/dev/null | wc -l)" -gt 40
 	done
+	assert_match ".*topicfs $VERSION .*" "$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$T_CASE/dest/usr/share/man/man8/topicctl.8" |
+		tail -n 1)" "the installed page's footer names the version"
 }
 
 c_man_options() {
