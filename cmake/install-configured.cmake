@@ -11,9 +11,9 @@
 # (file(INSTALL) puts it in front of each destination).
 #
 # Set by CMakeLists.txt before this runs: TFS_SOURCE_DIR, TFS_STAGE_DIR, TFS_VERSION,
-# TFS_PROGRAMS (the built topicfs and topicctl), TFS_BINDIR, TFS_SBINDIR, TFS_DOCDIR,
-# TFS_MANDIR, TFS_COMPLETION_DIR (relative to the prefix, as GNUInstallDirs gives them
-# for the configured one), TFS_UNIT_DIR_PATTERN (systemd.pc's unit directory, with
+# TFS_PROGRAMS (the built topicfs and topicctl), TFS_STRIP (strip(1), for --strip),
+# TFS_BINDIR, TFS_SBINDIR, TFS_DOCDIR, TFS_MANDIR, TFS_COMPLETION_DIR (relative to the
+# prefix, as GNUInstallDirs gives them for the configured one), TFS_UNIT_DIR_PATTERN (systemd.pc's unit directory, with
 # @TFS_ROOT_PREFIX@ and @TFS_PREFIX@ where systemd's root_prefix and prefix go) or
 # TFS_UNIT_DIR (an absolute directory chosen by the builder).
 
@@ -75,6 +75,10 @@ endforeach()
 
 foreach(program ${TFS_PROGRAMS})
   file(INSTALL DESTINATION "${CMAKE_INSTALL_FULL_BINDIR}" TYPE EXECUTABLE FILES "${program}")
+  if(CMAKE_INSTALL_DO_STRIP AND TFS_STRIP)         # cmake --install --strip
+    get_filename_component(_name "${program}" NAME)
+    execute_process(COMMAND "${TFS_STRIP}" "$ENV{DESTDIR}${CMAKE_INSTALL_FULL_BINDIR}/${_name}")
+  endif()
 endforeach()
 file(INSTALL DESTINATION "${CMAKE_INSTALL_FULL_SBINDIR}" TYPE PROGRAM
      FILES "${_out}/mount.topicfs")
