@@ -2,7 +2,9 @@
  *
  * Under systemd with Type=notify (systemd/topicfs@.service), the daemon says
  * STATUS= while it opens the data directory (recovery of a large one takes a while),
- * READY=1 once the mount is live and every topic is open, STOPPING=1 when it begins
+ * READY=1 once the mount is live, every topic is open and, with listeners=, the Kafka
+ * listener accepts connections (fs/main.c calls it after both; test_systemd.sh's
+ * readiness case holds the listener's start and checks), STOPPING=1 when it begins
  * to unmount, and WATCHDOG=1 every half of the unit's WatchdogSec= for as long as
  * the engine answers (a ping that waits on a wedged engine stops, so systemd
  * restarts the service). Outside systemd ($NOTIFY_SOCKET unset) every call does
