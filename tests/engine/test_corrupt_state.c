@@ -1,7 +1,7 @@
 /* test_corrupt_state.c - every byte of the files beside the segments flipped in
- * turn: a partition's .txnindex and <offset>.snapshot files.
- * tests/engine/test_corrupt.c does the same for the .log, .index and .timeindex
- * files.
+ * turn: a partition's .txnindex and <offset>.snapshot files, and the segments of
+ * __consumer_offsets. tests/engine/test_corrupt.c does the same for the .log,
+ * .index and .timeindex files.
  *
  * Partition files. A deterministic workload of plain puts and a tombstone, two
  * committed and two aborted transactions (one of them spread over two batches
@@ -19,6 +19,12 @@
  *     appended), a batch past a gap is refused (EILSEQ at the mount), the next is
  *     appended: a damaged snapshot is never believed, the scan rebuilds it;
  *   - a flipped snapshot is always found out (its CRC) and logged.
+ *
+ * __consumer_offsets. Three groups commit offsets of two partitions, one is
+ * deleted, with a roll after every commit; then each byte of each sealed
+ * segment is flipped and the engine opens: every (group, topic, partition)
+ * fetches its newest committed offset, or nothing when its newest record may be
+ * in the damage; never an older offset, never a deleted one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,7 +41,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "engine/format/batch_codec.h"
+#include "engine/groups/groups.h"
 #include "engine/log/partition_log.h"
 #include "io/file_util.h"
 #include "io/log.h"
@@ -506,10 +514,135 @@ static void every_byte_of_txnindex_and_snapshot(void **state)
 	assert_int_equal(snapshots, 2);
 }
 
+/* ---- __consumer_offsets ---------------------------------------------------------- */
+
+#define NGROUPS 3
+#define NTOPICS 2
+
+struct gmodel {                    /* the newest committed offset; -1: none or deleted */
+	tfs_offset_t off[NGROUPS][NTOPICS];
+};
+
+static const char *const group_names[NGROUPS] = { "ga", "gb", "gc" };
+
+static void open_engine(struct fx *f, struct tfs_engine **e)
+{
+	struct tfs_engine_config cfg;
+	int rc;
+
+	tfs_engine_config_defaults(&cfg);
+	cfg.data_dir = f->dir;
+	cfg.io_kind = tfs_io_kind_from_env();
+	cfg.cleaner.threads = 0;
+	cfg.groups.partitions = 1;     /* every group in __consumer_offsets-0 */
+	rc = tfs_engine_open(&cfg, e);
+	if (rc != 0)
+		fail_msg("%s byte %ld ^ 0x%x: the engine does not open: %s", f->file, f->pos, f->mask,
+		         tfs_strerror(rc));
+}
+
+static void roll_offsets(struct tfs_engine *e)
+{
+	struct tfs_topic *t = tfs_engine_topic_get(e, TFS_GROUPS_TOPIC);
+
+	assert_non_null(t);
+	assert_int_equal(tfs_plog_roll(tfs_topic_partition(t, 0)), 0);
+	tfs_topic_unref(t);
+}
+
+static void commit(struct tfs_engine *e, struct gmodel *gm, int g, int p, tfs_offset_t off)
+{
+	struct tfs_group_commit c = { .topic = "t", .partition = p, .offset = off,
+	                              .leader_epoch = -1, .metadata = tfs_slice_make("m", 1) };
+
+	assert_int_equal(tfs_groups_commit(tfs_engine_groups(e), group_names[g], -1, &c, 1,
+	                                   tfs_now_ms()), 0);
+	gm->off[g][p] = off;
+	roll_offsets(e);
+}
+
+static void check_groups(struct fx *f, const struct gmodel *gm)
+{
+	struct tfs_engine *e;
+
+	open_engine(f, &e);
+	for (int g = 0; g < NGROUPS; g++)
+		for (int p = 0; p < NTOPICS; p++) {
+			struct tfs_group_offset o;
+			int rc = tfs_groups_fetch(tfs_engine_groups(e), group_names[g], "t", p, &o);
+			if (rc == 0) {
+				if (o.offset != gm->off[g][p])
+					fail_msg("%s byte %ld ^ 0x%x: %s t/%d fetches offset %" PRId64 ", its "
+					         "newest commit is %" PRId64, f->file, f->pos, f->mask,
+					         group_names[g], p, o.offset, gm->off[g][p]);
+				tfs_group_offset_release(&o);
+			} else if (rc != -ENOENT || (!f->pos && !f->mask && gm->off[g][p] >= 0)) {
+				fail_msg("%s byte %ld ^ 0x%x: %s t/%d: %s", f->file, f->pos, f->mask,
+				         group_names[g], p, tfs_strerror(rc));
+			}
+		}
+	tfs_engine_close(e);
+}
+
+static void every_byte_of_consumer_offsets(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_engine *e;
+	struct gmodel gm;
+	char dir[PATH_CAP + 32];
+	static const unsigned masks[] = { 0xff, 0x01 };
+	tfs_offset_t last_base = -1;
+	int sealed = 0;
+
+	memset(gm.off, 0xff, sizeof(gm.off));
+	open_engine(f, &e);
+	assert_int_equal(tfs_engine_topic_create(e, "t", NTOPICS, 0, 0, 0755), 0);
+	commit(e, &gm, 0, 0, 10);
+	commit(e, &gm, 1, 0, 5);
+	commit(e, &gm, 0, 0, 20);               /* ga's newer offset */
+	commit(e, &gm, 0, 1, 7);
+	commit(e, &gm, 2, 1, 3);
+	assert_int_equal(tfs_groups_delete_offset(tfs_engine_groups(e), "gc", "t", 1), 0);
+	gm.off[2][1] = -1;                      /* never comes back */
+	roll_offsets(e);
+	commit(e, &gm, 1, 0, 6);
+	tfs_engine_close(e);
+
+	snprintf(dir, sizeof(dir), "%s/%s-0", f->dir, TFS_GROUPS_TOPIC);
+	save_files(&f->pristine, dir);
+	for (size_t i = 0; i < f->pristine.n; i++)
+		if (ends_with(f->pristine.f[i].name, ".log")) {
+			tfs_offset_t b = strtoll(f->pristine.f[i].name, NULL, 10);
+			if (b > last_base)
+				last_base = b;
+		}
+	f->file = "none";            /* unflipped: every offset is known */
+	check_groups(f, &gm);
+	for (size_t i = 0; i < f->pristine.n; i++) {
+		const struct file *fl = &f->pristine.f[i];
+		if (!ends_with(fl->name, ".log") || strtoll(fl->name, NULL, 10) == last_base ||
+		    fl->len == 0)
+			continue;
+		sealed++;
+		for (long pos = 0; pos < fl->len; pos++)
+			for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
+				f->file = fl->name;
+				f->pos = pos;
+				f->mask = masks[m];
+				restore_flipped(&f->pristine, fl, pos, masks[m]);
+				check_groups(f, &gm);
+				f->flips++;
+			}
+	}
+	print_message("%ld flips of %d sealed __consumer_offsets segments\n", f->flips, sealed);
+	assert_true(sealed >= 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(every_byte_of_txnindex_and_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(every_byte_of_consumer_offsets, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
