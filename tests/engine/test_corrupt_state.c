@@ -25,6 +25,13 @@
  * segment is flipped and the engine opens: every (group, topic, partition)
  * fetches its newest committed offset, or nothing when its newest record may be
  * in the damage; never an older offset, never a deleted one.
+ *
+ * cleaner-offset-checkpoint. A pass cleans four keys, then a tombstone over one
+ * of them and more records are written; each byte of the checkpoint is flipped
+ * and two passes run a delete.retention.ms apart, then the partition reopens:
+ * every key reads its newest value, a deleted key stays deleted. (A checkpoint
+ * one higher than the truth passes the file's checks; its pass must not stamp
+ * the tombstone below it that no map held.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +48,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/cleaner/cleaner.h"
 #include "engine/engine.h"
 #include "engine/format/batch_codec.h"
 #include "engine/groups/groups.h"
@@ -638,11 +646,155 @@ static void every_byte_of_consumer_offsets(void **state)
 	assert_true(sealed >= 5);
 }
 
+/* ---- cleaner-offset-checkpoint ----------------------------------------------------- */
+
+struct ckmodel {
+	const char *key;
+	const char *value;             /* NULL: deleted */
+};
+
+static int64_t fake_now;           /* the cleaner's clock */
+
+static int64_t fake_clock(void *arg)
+{
+	(void)arg;
+	return __atomic_load_n(&fake_now, __ATOMIC_RELAXED);
+}
+
+static struct tfs_cleaner *open_cleaner(struct fx *f, struct tfs_plog *pl)
+{
+	struct tfs_cleaner_config ccfg;
+	struct tfs_cleaner *c = NULL;
+
+	tfs_cleaner_config_defaults(&ccfg);
+	ccfg.threads = 0;
+	ccfg.dedupe_buffer_size = 1 << 20;
+	assert_int_equal(tfs_cleaner_create(f->io, f->dir, &ccfg, &c), 0);
+	tfs_cleaner_set_clock(c, fake_clock, NULL);
+	assert_int_equal(tfs_cleaner_register(c, pl, "t", 0), 0);
+	return c;
+}
+
+static void close_cleaned(struct fx *f, struct tfs_cleaner *c, struct tfs_plog *pl)
+{
+	tfs_cleaner_destroy(c);
+	tfs_plog_close(pl);
+	tfs_io_unlink_drain(f->io);
+}
+
+static void ck_put(struct tfs_plog *pl, const char *key, const char *value)
+{
+	struct tfs_append_rec r = { .key = tfs_slice_make(key, strlen(key)),
+	                            .value = tfs_slice_make(value, value ? strlen(value) : 0),
+	                            .value_null = value == NULL };
+
+	assert_int_equal(tfs_plog_append(pl, &r, 1, false, NULL, NULL), 0);
+}
+
+/* Two passes a delete.retention.ms apart (so that the first stamps the kept
+ * tombstones' horizon and the second may drop them), then every key against
+ * the model. */
+static void check_cleaned(struct fx *f, const struct ckmodel *want, size_t n)
+{
+	struct tfs_plog *pl = open_pl(f);
+	struct tfs_cleaner *c = open_cleaner(f, pl);
+	int rc;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {               /* something for the second pass to clean */
+			ck_put(pl, "k6", "e6");
+			ck_put(pl, "k6", "e6b");
+			assert_int_equal(tfs_plog_roll(pl), 0);
+		}
+		fake_now += f->cfg.delete_retention_ms + 1;
+		if ((rc = tfs_cleaner_clean_now(c, pl)) != 0)
+			fail_msg("%s byte %ld ^ 0x%x: pass %d: %s", f->file, f->pos, f->mask, pass,
+			         tfs_strerror(rc));
+	}
+	close_cleaned(f, c, pl);
+	pl = open_pl(f);                /* what the log says, not what the keydir remembers */
+	for (size_t i = 0; i < n; i++) {
+		struct tfs_record_copy rcp;
+		int r = tfs_plog_read_key(pl, tfs_slice_make(want[i].key, strlen(want[i].key)), &rcp);
+		if (r == 0) {
+			if (!want[i].value || rcp.value_len != strlen(want[i].value) ||
+			    memcmp(rcp.value, want[i].value, rcp.value_len))
+				fail_msg("%s byte %ld ^ 0x%x: after two passes %s reads \"%.*s\", its newest "
+				         "is %s", f->file, f->pos, f->mask, want[i].key, (int)rcp.value_len,
+				         (const char *)rcp.value, want[i].value ? want[i].value : "a tombstone");
+			tfs_record_copy_release(&rcp);
+		} else if (r != -ENOENT || want[i].value) {
+			fail_msg("%s byte %ld ^ 0x%x: after two passes %s: %s", f->file, f->pos, f->mask,
+			         want[i].key, tfs_strerror(r));
+		}
+	}
+	tfs_plog_close(pl);
+}
+
+static void every_byte_of_the_cleaner_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	static const unsigned masks[] = { 0xff, 0x01 };
+	static const struct ckmodel want[] = {
+		{ "k0", "c0" }, { "k1", NULL }, { "k2", "b2" }, { "k3", NULL }, { "k4", "b4" },
+		{ "k5", "d5" }, { "k6", "e6b" },
+	};
+	struct tfs_plog *pl;
+	struct tfs_cleaner *c;
+	char ckpath[PATH_CAP + 32];
+	uint8_t *ck = NULL, flipped[256];
+	long cklen;
+
+	f->cfg.delete_retention_ms = 1000;
+	fake_now = tfs_now_ms();
+	pl = open_pl(f);
+	c = open_cleaner(f, pl);
+	ck_put(pl, "k0", "a0");
+	ck_put(pl, "k1", "a1");
+	ck_put(pl, "k2", "a2");
+	ck_put(pl, "k3", "a3");
+	assert_int_equal(tfs_plog_roll(pl), 0);
+	assert_int_equal(tfs_cleaner_clean_now(c, pl), 0);   /* the checkpoint: 4 */
+	ck_put(pl, "k1", NULL);                  /* dirty: a tombstone over a clean value */
+	ck_put(pl, "k2", "b2");
+	ck_put(pl, "k4", "b4");
+	assert_int_equal(tfs_plog_roll(pl), 0);
+	ck_put(pl, "k0", "c0");
+	ck_put(pl, "k3", NULL);
+	assert_int_equal(tfs_plog_roll(pl), 0);
+	ck_put(pl, "k5", "d5");
+	assert_int_equal(tfs_plog_sync(pl), 0);
+	close_cleaned(f, c, pl);
+
+	save_files(&f->pristine, f->path);
+	snprintf(ckpath, sizeof(ckpath), "%s/cleaner-offset-checkpoint", f->dir);
+	cklen = t_read_file(ckpath, &ck);
+	assert_true(cklen > 0 && cklen <= (long)sizeof(flipped));
+	f->file = "none";
+	restore_flipped(&f->pristine, NULL, 0, 0);
+	check_cleaned(f, want, sizeof(want) / sizeof(want[0]));
+	for (long pos = 0; pos < cklen; pos++)
+		for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
+			f->file = "cleaner-offset-checkpoint";
+			f->pos = pos;
+			f->mask = masks[m];
+			restore_flipped(&f->pristine, NULL, 0, 0);
+			memcpy(flipped, ck, (size_t)cklen);
+			flipped[pos] ^= (uint8_t)masks[m];
+			assert_int_equal(t_write_file(ckpath, flipped, (size_t)cklen), 0);
+			check_cleaned(f, want, sizeof(want) / sizeof(want[0]));
+			f->flips++;
+		}
+	print_message("%ld flips of the %ld-byte cleaner checkpoint\n", f->flips, cklen);
+	free(ck);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(every_byte_of_txnindex_and_snapshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_byte_of_consumer_offsets, setup, teardown),
+		cmocka_unit_test_setup_teardown(every_byte_of_the_cleaner_checkpoint, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
