@@ -1,7 +1,8 @@
 /* test_corrupt_state.c - every byte of the files beside the segments flipped in
- * turn: a partition's .txnindex and <offset>.snapshot files, and the segments of
- * __consumer_offsets. tests/engine/test_corrupt.c does the same for the .log,
- * .index and .timeindex files.
+ * turn: a partition's .txnindex and <offset>.snapshot files, the segments of
+ * __consumer_offsets, the cleaner's checkpoint and a topic's config.
+ * tests/engine/test_corrupt.c does the same for the .log, .index and .timeindex
+ * files, tests/kafka/test_config.c for meta.properties.
  *
  * Partition files. A deterministic workload of plain puts and a tombstone, two
  * committed and two aborted transactions (one of them spread over two batches
@@ -32,6 +33,14 @@
  * every key reads its newest value, a deleted key stays deleted. (A checkpoint
  * one higher than the truth passes the file's checks; its pass must not stamp
  * the tombstone below it that no map held.)
+ *
+ * topics/<topic>. Each byte of a two-partition topic's config is flipped and the
+ * engine opens: the topic is there with both partitions whole and every key its
+ * value; a config that does not parse is logged and the topic refused (read-only,
+ * its owner only); one that parses is another valid config (a text file: a digit
+ * flipped into another digit cannot be told apart).
+ *
+ * T_ONLY=NAME runs one case.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -598,7 +607,9 @@ static void every_byte_of_consumer_offsets(void **state)
 	struct tfs_engine *e;
 	struct gmodel gm;
 	char dir[PATH_CAP + 32];
-	static const unsigned masks[] = { 0xff, 0x01 };
+	/* one mask: every flip of a batch is caught the same way, its CRC or its
+	 * framing (test_corrupt.c tries both on every byte) */
+	static const unsigned masks[] = { 0xff };
 	tfs_offset_t last_base = -1;
 	int sealed = 0;
 
@@ -789,12 +800,122 @@ static void every_byte_of_the_cleaner_checkpoint(void **state)
 	free(ck);
 }
 
+/* ---- topics/<topic> ------------------------------------------------------------------ */
+
+#define CFG_PARTS 2
+#define CFG_KEYS 3
+
+/* Opens the engine and checks topic t: its partitions hold what they held, every
+ * key its value; a refused config is logged and leaves the topic read-only.
+ * Returns whether the config was refused. */
+static bool check_topic(struct fx *f, const tfs_offset_t *ends)
+{
+	struct tfs_engine *e;
+	struct tfs_topic *t;
+	bool refused;
+
+	log_reset(f);
+	open_engine(f, &e);
+	t = tfs_engine_topic_get(e, "t");
+	if (!t)
+		fail_msg("%s byte %ld ^ 0x%x: topic t is gone", f->file, f->pos, f->mask);
+	refused = tfs_topic_config_refused(t);
+	if (refused != logged(f, "cannot load"))
+		fail_msg("%s byte %ld ^ 0x%x: refused %d, but the log %s", f->file, f->pos, f->mask,
+		         refused, refused ? "does not say why" : "says it cannot load it");
+	if (tfs_topic_partition_count(t) < CFG_PARTS)
+		fail_msg("%s byte %ld ^ 0x%x: %d partitions", f->file, f->pos, f->mask,
+		         tfs_topic_partition_count(t));
+	for (int p = 0; p < CFG_PARTS; p++) {
+		struct tfs_plog *pl = tfs_topic_partition(t, p);
+		struct tfs_plog_stats st;
+		if (!pl)
+			fail_msg("%s byte %ld ^ 0x%x: partition %d is not open", f->file, f->pos, f->mask, p);
+		tfs_plog_stats(pl, &st);
+		if (st.log_end_offset != ends[p])
+			fail_msg("%s byte %ld ^ 0x%x: partition %d ends at %" PRId64 ", not %" PRId64,
+			         f->file, f->pos, f->mask, p, st.log_end_offset, ends[p]);
+		for (int k = 0; k < CFG_KEYS; k++) {
+			char v[16];
+			struct tfs_record_copy rc;
+			int r = tfs_plog_read_key(pl, tfs_slice_make(key_names[k], 2), &rc);
+			snprintf(v, sizeof(v), "v%d.%d", p, k);
+			if (r != 0 || rc.value_len != strlen(v) || memcmp(rc.value, v, rc.value_len))
+				fail_msg("%s byte %ld ^ 0x%x: %d/%s: %s", f->file, f->pos, f->mask, p,
+				         key_names[k], r ? tfs_strerror(r) : "another value");
+			tfs_record_copy_release(&rc);
+		}
+	}
+	tfs_topic_unref(t);
+	tfs_engine_close(e);
+	return refused;
+}
+
+static void every_byte_of_a_topic_config(void **state)
+{
+	struct fx *f = *state;
+	/* 0x01 turns digits into digits (another valid value) and letters into
+	 * letters (an unknown name): both outcomes, at half the opens of two masks */
+	static const unsigned masks[] = { 0x01 };
+	struct tfs_engine *e;
+	struct tfs_topic *t;
+	tfs_offset_t ends[CFG_PARTS];
+	char cfgdir[PATH_CAP + 16];
+	long refused = 0;
+
+	open_engine(f, &e);
+	assert_int_equal(tfs_engine_topic_create(e, "t", CFG_PARTS, 0, 0, 0750), 0);
+	t = tfs_engine_topic_get(e, "t");
+	for (int p = 0; p < CFG_PARTS; p++) {
+		struct tfs_plog *pl = tfs_topic_partition(t, p);
+		struct tfs_plog_stats st;
+		for (int k = 0; k < CFG_KEYS; k++) {
+			char v[16];
+			struct tfs_append_rec r = { .key = tfs_slice_make(key_names[k], 2) };
+			snprintf(v, sizeof(v), "v%d.%d", p, k);
+			r.value = tfs_slice_make(v, strlen(v));
+			assert_int_equal(tfs_plog_append(pl, &r, 1, true, NULL, NULL), 0);
+		}
+		tfs_plog_stats(pl, &st);
+		ends[p] = st.log_end_offset;
+	}
+	tfs_topic_unref(t);
+	tfs_engine_close(e);
+
+	snprintf(cfgdir, sizeof(cfgdir), "%s/topics", f->dir);
+	save_files(&f->pristine, cfgdir);
+	assert_int_equal(f->pristine.n, 1);
+	f->file = "none";
+	assert_false(check_topic(f, ends));
+	for (long pos = 0; pos < f->pristine.f[0].len; pos++)
+		for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
+			char extra[PATH_CAP + 32];
+			f->file = f->pristine.f[0].name;
+			f->pos = pos;
+			f->mask = masks[m];
+			restore_flipped(&f->pristine, &f->pristine.f[0], pos, masks[m]);
+			refused += check_topic(f, ends);
+			/* a flipped partition count made more partitions: gone for the next */
+			for (int p = CFG_PARTS; p < 10; p++) {
+				snprintf(extra, sizeof(extra), "%s/t-%d", f->dir, p);
+				t_rmtree(extra);
+			}
+			f->flips++;
+		}
+	print_message("%ld flips of a %ld-byte topic config: %ld refused (read-only), the others "
+	              "read as another valid config\n", f->flips, f->pristine.f[0].len, refused);
+	assert_true(refused > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(every_byte_of_txnindex_and_snapshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_byte_of_consumer_offsets, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_byte_of_the_cleaner_checkpoint, setup, teardown),
+		cmocka_unit_test_setup_teardown(every_byte_of_a_topic_config, setup, teardown),
 	};
+	if (getenv("T_ONLY"))              /* one case by name, to replay a failure */
+		cmocka_set_test_filter(getenv("T_ONLY"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
