@@ -236,6 +236,16 @@ static void restore_flipped(const struct files *s, const struct file *fl, long p
 	}
 }
 
+/* The pristine files with byte pos of fl flipped by mask, noted for a failure's
+ * report. */
+static void flip_at(struct fx *f, const struct file *fl, long pos, unsigned mask)
+{
+	f->file = fl->name;
+	f->pos = pos;
+	f->mask = mask;
+	restore_flipped(&f->pristine, fl, pos, mask);
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
@@ -509,10 +519,7 @@ static void every_byte_of_txnindex_and_snapshot(void **state)
 		snapshots += snap;
 		for (long pos = 0; pos < fl->len; pos++)
 			for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
-				f->file = fl->name;
-				f->pos = pos;
-				f->mask = masks[m];
-				restore_flipped(&f->pristine, fl, pos, masks[m]);
+				flip_at(f, fl, pos, masks[m]);
 				log_reset(f);
 				check_partition(f);
 				/* the newest snapshot is the one read; its CRC, size and
@@ -645,10 +652,7 @@ static void every_byte_of_consumer_offsets(void **state)
 		sealed++;
 		for (long pos = 0; pos < fl->len; pos++)
 			for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
-				f->file = fl->name;
-				f->pos = pos;
-				f->mask = masks[m];
-				restore_flipped(&f->pristine, fl, pos, masks[m]);
+				flip_at(f, fl, pos, masks[m]);
 				check_groups(f, &gm);
 				f->flips++;
 			}
@@ -890,10 +894,7 @@ static void every_byte_of_a_topic_config(void **state)
 	for (long pos = 0; pos < f->pristine.f[0].len; pos++)
 		for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
 			char extra[PATH_CAP + 32];
-			f->file = f->pristine.f[0].name;
-			f->pos = pos;
-			f->mask = masks[m];
-			restore_flipped(&f->pristine, &f->pristine.f[0], pos, masks[m]);
+			flip_at(f, &f->pristine.f[0], pos, masks[m]);
 			refused += check_topic(f, ends);
 			/* a flipped partition count made more partitions: gone for the next */
 			for (int p = CFG_PARTS; p < 10; p++) {
