@@ -73,6 +73,12 @@ fi
 if [ -x tests/model/run.sh ]; then
 	step "model-based test (mounts)" env BUILD_DIR="$root/build-asan" tests/model/run.sh
 fi
+# Kafka clients (kafka-python, kcat, raw idempotent frames) beside shell writers on one
+# topic, every record counted against what its writer was told (about 10 s under ASan).
+if [ -x tests/model/kafka_mix_test.py ]; then
+	step "kafka clients beside shell writers (mount)" env BUILD_DIR="$root/build-asan" \
+		timeout --kill-after=30 300 /usr/bin/python3 tests/model/kafka_mix_test.py --seed 1
+fi
 if [ -x tests/topicctl/test_topicctl.sh ]; then
 	step "topicctl" env BUILD_DIR="$root/build-asan" tests/topicctl/test_topicctl.sh
 fi

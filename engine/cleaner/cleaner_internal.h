@@ -39,6 +39,10 @@ struct tfs__clean_stats {
 	int64_t records_read, records_kept, records_dropped;
 	int64_t batches_rebuilt, batches_copied, batches_emptied, batches_dropped;
 	int64_t tombstones_stamped;
+	/* kept tombstones below first_dirty without a delete horizon: no pass had
+	 * them in its map (each stamps those it keeps), so the checkpoint was past
+	 * offsets never cleaned; left unstamped, and the next pass starts over */
+	int64_t tombstones_unstamped;
 	int64_t size_before, size_after;        /* of the recopied groups */
 	int64_t log_bytes;             /* every segment of the pass's list, before */
 	tfs_offset_t log_start, log_end, active_base;   /* of the pass's list */

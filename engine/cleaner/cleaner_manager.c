@@ -640,7 +640,9 @@ static int run_pass(struct tfs_cleaner *c, struct thread_slot *s, struct part *p
 
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
-		p->checkpoint = st.end_offset;
+		/* a checkpoint past offsets no pass indexed (a damaged file): the next
+		 * pass indexes the whole log */
+		p->checkpoint = st.tombstones_unstamped ? st.log_start : st.end_offset;
 		pass_line(&st, p->last_clean, sizeof(p->last_clean));
 		s->last = st;
 		s->have_last = true;
@@ -672,6 +674,12 @@ static int run_pass(struct tfs_cleaner *c, struct thread_slot *s, struct part *p
 
 	if (rc == 0) {
 		log_pass(c, p, &st);
+		if (st.tombstones_unstamped) {
+			tfs_log_warn("cleaner", "%s: %" PRId64 " tombstones below the checkpoint %" PRId64
+			             " were never indexed by a pass: the checkpoint is wrong (a damaged "
+			             "%s?); the next pass cleans from the log start", p->name,
+			             st.tombstones_unstamped, in.checkpoint, TFS_CHECKPOINT_FILE);
+		}
 		if (!st.nothing_to_do)
 			(void)write_checkpoints(c);
 	} else if (rc == -ECANCELED) {

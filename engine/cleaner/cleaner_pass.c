@@ -1178,6 +1178,13 @@ static int filter_batch(struct tfs__cleaner_ctx *x, struct group_ctx *g, struct 
 	st->records_kept += kept;
 	st->records_dropped += count - kept;
 	need_horizon = (tombstone_kept || (control && can_discard)) && !has_horizon;
+	if (need_horizon && !control && h->base_offset < st->first_dirty) {
+		/* A tombstone the map never held: its key's older values below it may
+		 * still be on disk, so a horizon would let a later pass drop it and
+		 * bring one of them back. Kept as it is; the checkpoint is reset. */
+		need_horizon = false;
+		st->tombstones_unstamped++;
+	}
 
 	if (kept == count && count > 0 && !need_horizon) {
 		st->batches_copied++;

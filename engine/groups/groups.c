@@ -385,7 +385,7 @@ static int append(struct tfs_groups *g, int32_t part, const struct recs *r, cons
 /* ---- rebuilding ---- */
 
 struct load_stats {
-	size_t bad, unknown;
+	size_t bad, unknown, forgotten;
 };
 
 static void load_record(struct tfs_groups *g, int32_t part, const struct tfs_record *r,
@@ -455,20 +455,51 @@ static void load_record(struct tfs_groups *g, int32_t part, const struct tfs_rec
 	free(id);
 }
 
+/* Forgets every offset of part's groups read so far: a newer commit of any of
+ * them, or its deletion, may be in the damage the load just met, and an older
+ * offset must not pass for the committed one. Commits after the damage are read
+ * on and known again. */
+static void forget_offsets(struct tfs_groups *g, int32_t part, struct load_stats *st)
+{
+	for (size_t i = g->n; i-- > 0;) {
+		struct group *gr = g->v[i];
+		if (gr->part != part)
+			continue;
+		for (size_t k = 0; k < gr->noffs; k++)
+			goff_release(&gr->offs[k]);
+		st->forgotten += gr->noffs;
+		gr->noffs = 0;
+		group_forget_if_idle(g, gr);
+	}
+}
+
 static int load_partition(struct tfs_groups *g, struct tfs_plog *pl, int32_t part)
 {
 	struct tfs_plog_cursor *c = NULL;
-	struct load_stats st = { 0, 0 };
+	struct load_stats st = { 0, 0, 0 };
 	struct tfs_batch_header bh;
 	struct tfs_record r;
+	/* the cursor reports each unreadable region once and reads on after it */
+	size_t regions = tfs_plog_damage(pl, NULL, 0), met = 0;
 	int rc = tfs_plog_cursor_open(pl, 0, &c);
 
-	while (rc >= 0 && (rc = tfs_plog_cursor_next(c, &r, &bh)) == 1) {
+	while (rc >= 0 && (rc = tfs_plog_cursor_next(c, &r, &bh)) != 0) {
+		if (rc == TFS_ECORRUPT && met < regions) {
+			met++;
+			forget_offsets(g, part, &st);
+			continue;
+		}
+		if (rc < 0)
+			break;
 		if (bh.attributes & TFS_ATTR_CONTROL)   /* transaction markers */
 			continue;
 		load_record(g, part, &r, &st);
 	}
 	tfs_plog_cursor_close(c);
+	if (met)
+		tfs_log_warn("groups", "%s-%" PRId32 ": %zu damaged regions: forgot %zu committed "
+		             "offsets read before them, whose newer commits may be lost in them",
+		             TFS_GROUPS_TOPIC, part, met, st.forgotten);
 	if (st.bad)
 		tfs_log_warn("groups", "%s-%" PRId32 ": skipped %zu records that are not offset commits "
 		             "or group records", TFS_GROUPS_TOPIC, part, st.bad);

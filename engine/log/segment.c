@@ -568,13 +568,20 @@ int tfs_segment_txnindex_match(struct tfs_segment *s, int dirfd)
 		if ((p[0] << 8 | p[1]) != TFS_TXNINDEX_VERSION ||
 		    (int64_t)get_be64(p + 2) != s->aborted[i].producer_id ||
 		    (int64_t)get_be64(p + 18) != s->aborted[i].last_offset ||
-		    (int64_t)get_be64(p + 10) > s->aborted[i].last_offset) {
+		    (int64_t)get_be64(p + 10) < 0 ||
+		    (int64_t)get_be64(p + 10) > s->aborted[i].first_offset ||
+		    (int64_t)get_be64(p + 26) < 0 ||
+		    (int64_t)get_be64(p + 26) > s->aborted[i].last_stable_offset) {
 			free(file);
 			return 0;
 		}
 	}
 	/* the same transactions: the file's first offsets and LSOs are the ones
-	 * written with the markers, which a scan of a cleaned log cannot know */
+	 * written with the markers, which a scan of a cleaned log cannot know. The
+	 * scan's are upper bounds (a transaction cannot start after the first of
+	 * its batches the scan met, nor another one open at the marker after the
+	 * first of its batches): an entry past them is damage, which would show
+	 * aborted records as committed to a read_committed consumer. */
 	p = (const uint8_t *)file;
 	for (uint32_t i = 0; i < s->aborted_count; i++, p += TFS_TXNINDEX_ENTRY_BYTES) {
 		s->aborted[i].first_offset = (tfs_offset_t)get_be64(p + 10);

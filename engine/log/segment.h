@@ -206,8 +206,9 @@ int tfs_segment_add_aborted(struct tfs_segment *s, const struct tfs_aborted_txn 
 int tfs_segment_write_txnindex(struct tfs_segment *s, int dirfd, const char *suffix);
 /* Whether <base>.txnindex names exactly the transactions of the in-memory list
  * (a scan's: producer id and marker offset, in order; no file for an empty
- * one): 1, and the list takes the file's first offsets and LSOs (a cleaned
- * log's scan may no longer see a transaction's first batch); else 0. */
+ * one), with first offsets and LSOs no later than the scan's: 1, and the list
+ * takes the file's first offsets and LSOs (a cleaned log's scan may no longer
+ * see a transaction's first batch); else 0. */
 int tfs_segment_txnindex_match(struct tfs_segment *s, int dirfd);
 /* Truncates the .log to size (a torn tail). */
 int tfs_segment_truncate(struct tfs_segment *s, tfs_pos_t size);

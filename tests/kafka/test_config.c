@@ -1,7 +1,7 @@
 /* test_config.c - the listener's settings by Kafka's names and the cluster id in
  * meta.properties (kafka/config.c): what each setting accepts and refuses, the
- * listener URL forms, meta.properties read, written once and kept, and another
- * node.id refused without touching the file.
+ * listener URL forms, meta.properties read, written once and kept, another
+ * node.id refused without touching the file, and every byte of it flipped.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,9 +10,11 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/log.h"
 #include "kafka/kafka_internal.h"
@@ -133,12 +135,72 @@ static void test_meta_load(void **state)
 	free(dir);
 }
 
+/* Every byte of a written meta.properties flipped in turn (two masks): the load
+ * either refuses it (-EINVAL, logged) or reads the cluster id, which then differs
+ * from the pristine one at most in the flipped byte (an id is any 1..63 of
+ * [A-Za-z0-9_-]: nothing tells a flipped one apart); either way the file is left
+ * as it is, never rewritten with a fresh id. */
+static void test_meta_flips(void **state)
+{
+	struct tfs_io *io = t_io();
+	char *dir = t_mkdtemp("kmeta"), path[4096], id[TFS_KAFKA_CLUSTER_ID_MAX];
+	static const unsigned masks[] = { 0xff, 0x01 };
+	uint8_t *pristine, *after;
+	int refused = 0, read = 0, null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	long n;
+
+	(void)state;
+	tfs_log_set_fd(null_fd, 0);          /* each refusal is logged, by design */
+	snprintf(path, sizeof(path), "%s/meta.properties", dir);
+	assert_int_equal(tfs_kafka_meta_load(io, dir, 2, false, id), 0);
+	n = t_read_file(path, &pristine);
+	assert_true(n > 0);
+	for (long pos = 0; pos < n; pos++)
+		for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
+			char got[TFS_KAFKA_CLUSTER_ID_MAX];
+			uint8_t *b = malloc((size_t)n);
+			int rc, diff = 0;
+			assert_non_null(b);
+			memcpy(b, pristine, (size_t)n);
+			b[pos] ^= (uint8_t)masks[m];
+			assert_int_equal(t_write_file(path, b, (size_t)n), 0);
+			rc = tfs_kafka_meta_load(io, dir, 2, false, got);
+			if (rc == 0) {
+				read++;
+				if (strlen(got) != strlen(id))
+					fail_msg("byte %ld ^ 0x%x: cluster id %s, was %s", pos, masks[m], got, id);
+				for (size_t i = 0; got[i]; i++)
+					diff += got[i] != id[i];
+				if (diff > 1)
+					fail_msg("byte %ld ^ 0x%x: cluster id %s, was %s", pos, masks[m], got, id);
+			} else {
+				assert_int_equal(rc, -EINVAL);
+				refused++;
+			}
+			assert_int_equal(t_read_file(path, &after), n);
+			if (memcmp(after, b, (size_t)n))
+				fail_msg("byte %ld ^ 0x%x: the load rewrote meta.properties", pos, masks[m]);
+			free(after);
+			free(b);
+		}
+	print_message("%d flips of meta.properties: %d refused, %d read\n", refused + read, refused,
+	              read);
+	assert_true(refused > 0);
+	tfs_log_set_fd(STDERR_FILENO, 0);
+	close(null_fd);
+	free(pristine);
+	tfs_io_destroy(io);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_settings),
 		cmocka_unit_test(test_meta_parse),
 		cmocka_unit_test(test_meta_load),
+		cmocka_unit_test(test_meta_flips),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
