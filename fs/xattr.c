@@ -828,15 +828,23 @@ static int set_config(struct tfs_mount *m, struct tfs_node *n, const char *sub,
                       const char *value, size_t size)
 {
 	char val[CONFIG_VALUE_CAP];
+	int rc;
 
 	/* Config values are short text; a trailing newline (echo) is forgiven. */
 	if (size > 0 && value[size - 1] == '\n')
 		size--;
-	if (size >= sizeof(val) || memchr(value, '\0', size))
+	if (size >= sizeof(val) || memchr(value, '\0', size)) {
+		tfs_log_warn("fs", "%s: %s: refused a value of %zu bytes (at most %zu, no NUL)",
+		             tfs_topic_name(n->topic), sub, size, sizeof(val) - 1);
 		return -EINVAL;
+	}
 	memcpy(val, value, size);
 	val[size] = '\0';
-	return tfs_topic_set_config(n->topic, sub, val);
+	rc = tfs_topic_set_config(n->topic, sub, val);
+	if (rc == -EINVAL)
+		tfs_log_warn("fs", "%s: %s=%.64s refused: not a valid value", tfs_topic_name(n->topic),
+		             sub, val);
+	return rc;
 }
 
 void tfs_xattr_set(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n, const char *name,

@@ -401,7 +401,7 @@ const char config_help[] =
 	"min.cleanable.dirty.ratio delete.retention.ms min.compaction.lag.ms\n"
 	"max.compaction.lag.ms retention.ms retention.bytes max.message.bytes\n"
 	"compression.type compression.zstd.level message.timestamp.type\n"
-	"segment.index.bytes index.interval.bytes flush.ms\n"
+	"segment.index.bytes index.interval.bytes flush.ms producer.id.expiration.ms\n"
 	"\n"
 	"  -u, --unset NAME   remove the topic's value: the mount's default applies\n"
 	"  -j, --json         print JSON (when reading)\n"

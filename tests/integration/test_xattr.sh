@@ -54,6 +54,10 @@ c_topic_config_defaults() {
 		compression.type message.timestamp.type; do
 		case " $names " in *" user.topicfs.$n "*) ;; *) fail "listxattr of a topic lacks user.topicfs.$n" ;; esac
 	done
+	# A bad value is refused with a log line naming it, and changes nothing.
+	assert_errno EINVAL setxattr "$t" user.topicfs.segment.bytes bogus
+	t_daemon_log | grep -q "segment.bytes=bogus refused" || fail "no log line for segment.bytes=bogus"
+	assert_eq 1048576 "$(t_x "$t" segment.bytes)" "segment.bytes after a refused value"
 	# A topic's config is its own: set, then remount with other defaults.
 	setfattr -n user.topicfs.retention.ms -v 1000 "$t"
 	setfattr -n user.topicfs.cleanup.policy -v delete "$t"
