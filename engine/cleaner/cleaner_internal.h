@@ -4,6 +4,8 @@
  * checkpoint file (cleaner_checkpoint.c), the cleaner log and the throttler
  * (cleaner_log.c) and retention (retention.c). Not for use outside them (tests
  * excepted: they check grouping and the checkpoint format directly).
+ * A partition log is reached only through engine/log/plog_cleaning.h (its
+ * contract C1-C5, docs/engine.md §10), never its private state.
  */
 #ifndef TFS_CLEANER_INTERNAL_H
 #define TFS_CLEANER_INTERNAL_H
@@ -16,7 +18,7 @@
 #include "engine/format/batch_codec.h"
 #include "engine/cleaner/cleaner.h"
 #include "engine/cleaner/offset_map.h"
-#include "engine/log/plog_internal.h"
+#include "engine/log/plog_cleaning.h"
 #include "engine/log/segment.h"
 #include "engine/topic_config.h"
 

@@ -423,7 +423,8 @@ static void discard_cleaned(struct tfs_plog *pl, struct out_seg *o)
 {
 	if (!o->seg)
 		return;
-	(void)tfs_segment_unlink_files(pl->env.io, o->dirfd, o->seg->base_offset, ".cleaned");
+	(void)tfs_segment_unlink_files(tfs__plog_env(pl)->io, o->dirfd, o->seg->base_offset,
+	                               ".cleaned");
 	tfs_segment_unpin(o->seg);
 	tfs_segment_unref(o->seg);
 	o->seg = NULL;
@@ -455,20 +456,21 @@ static int clean_group_in(struct tfs__cleaner_ctx *x, struct tfs__group_ctx *g,
                           struct tfs__clean_stats *st, int dirfd)
 {
 	struct tfs_plog *pl = g->in->pl;
+	const struct tfs_plog_env *env = tfs__plog_env(pl);
 	struct out_seg o = { .dirfd = dirfd };
 	bool committed = false;
 	int rc;
 
 	if (g->in->dry)
 		goto read;
-	rc = tfs_segment_create_cleaned(pl->env.io, pl->env.fdcache, dirfd, pl->path,
+	rc = tfs_segment_create_cleaned(env->io, env->fdcache, dirfd, tfs_plog_path(pl),
 	                                segs[0]->base_offset, g->in->cfg.index_interval_bytes, &o.seg);
 	if (rc < 0)
 		return rc;
 	rc = tfs_segment_pin(o.seg);
 	if (rc < 0) {
 		tfs_segment_unref(o.seg);
-		(void)tfs_segment_unlink_files(pl->env.io, dirfd, segs[0]->base_offset, ".cleaned");
+		(void)tfs_segment_unlink_files(env->io, dirfd, segs[0]->base_offset, ".cleaned");
 		return rc;
 	}
 	o.fd = tfs_segment_fd(o.seg);
@@ -555,7 +557,7 @@ fail:
 }
 
 /* clean_group_in with the directory opened for the group's files: a partition
- * holds no descriptor between operations (plog_internal.h). */
+ * holds no descriptor between operations (plog_cleaning.h). */
 static int clean_group(struct tfs__cleaner_ctx *x, struct tfs__group_ctx *g,
                        struct tfs_segment *const *segs, int n, int first,
                        struct tfs__clean_stats *st)
@@ -596,10 +598,7 @@ int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
 	}
 	if (!x->wbuf && !(x->wbuf = malloc(x->wcap)))
 		return -ENOMEM;
-	l = tfs__seglist_get(pl);
-	pthread_rwlock_rdlock(&pl->lock);
-	log_end = pl->end_offset;
-	pthread_rwlock_unlock(&pl->lock);
+	l = tfs__plog_snapshot(pl, &log_end);
 
 	for (k = 0; k < l->count; k++)
 		st->log_bytes += tfs_segment_size(l->seg[k]);
