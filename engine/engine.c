@@ -40,7 +40,6 @@
 #include "io/file_util.h"
 #include "io/log.h"
 
-#define TOPIC_NAME_MAX 249           /* Kafka's limit */
 #define DEFAULT_MAX_OPEN_FILES 4096
 /* Of the process's descriptor limit, the share the segment fd cache may take: the
  * rest is for what is not cached (FUSE, io_uring rings, directories opened for a
@@ -150,21 +149,6 @@ static int refuse_internal(const char *name, const char *what)
 	tfs_log_warn("engine", "refusing to %s %s: an internal topic, written only by the "
 	             "consumer groups' store", what, name);
 	return -EPERM;
-}
-
-bool tfs_topic_name_valid(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > TOPIC_NAME_MAX || name[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = name[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
 }
 
 struct tfs_io *tfs_engine_io(struct tfs_engine *e) { return e->io; }
@@ -1098,7 +1082,7 @@ static int load_topics(struct tfs_engine *e)
 {
 	DIR *d = tfs_dir_stream(e->dirfd);
 	struct dirent *de;
-	char topic[TOPIC_NAME_MAX + 1], path[PATH_CAP];
+	char topic[TFS_TOPIC_NAME_MAX + 1], path[PATH_CAP];
 	int rc = 0;
 
 	if (!d)

@@ -76,9 +76,6 @@ int tfs_engine_producer_id(struct tfs_engine *e, int64_t *id, int16_t *epoch);
 bool tfs_engine_read_only(const struct tfs_engine *e);
 const char *tfs_engine_data_dir(const struct tfs_engine *e);
 
-/* Kafka's rule: 1..249 of [A-Za-z0-9._-], not "." or "..", not starting with '.'. */
-bool tfs_topic_name_valid(const char *name);
-
 /* Creates a topic with partitions partitions (<= 0: the default), owned by uid/gid
  * with permission bits mode. -EEXIST, -EINVAL (bad name), TFS_EREADONLY. */
 int tfs_engine_topic_create(struct tfs_engine *e, const char *name, int32_t partitions,

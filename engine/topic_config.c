@@ -196,6 +196,23 @@ struct value {
 	double d;
 };
 
+/* ---- topic names ---------------------------------------------------------------- */
+
+bool tfs_topic_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > TFS_TOPIC_NAME_MAX || name[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
 /* ---- defaults and names ---------------------------------------------------------- */
 
 void tfs_topic_config_defaults(struct tfs_topic_config *c)

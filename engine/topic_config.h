@@ -75,6 +75,11 @@ struct tfs_cleaner_config {
 /* Room for any value tfs_topic_config_get formats, its NUL included. */
 #define TFS_TOPIC_CONFIG_VALUE_MAX 64
 
+/* A topic's name, by Kafka's rule: 1..TFS_TOPIC_NAME_MAX of [A-Za-z0-9._-], not
+ * "." or "..", not starting with '.'. Pure; any thread. */
+#define TFS_TOPIC_NAME_MAX 249          /* Kafka's limit */
+bool tfs_topic_name_valid(const char *name);
+
 void tfs_topic_config_defaults(struct tfs_topic_config *c);
 void tfs_cleaner_config_defaults(struct tfs_cleaner_config *c);
 

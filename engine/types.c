@@ -36,6 +36,13 @@ int64_t tfs_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t tfs_mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 size_t tfs_sorted_pos(const void *base, size_t n, size_t size, const void *key,
                       int (*cmp)(const void *key, const void *elem), bool *found)
 {

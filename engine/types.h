@@ -55,6 +55,7 @@ const char *tfs_strerror(int err);
 int64_t tfs_now_ms(void);
 /* Monotonic time in milliseconds (for intervals and throttling). */
 int64_t tfs_mono_ms(void);
+int64_t tfs_mono_us(void);           /* the same clock in microseconds */
 
 /* The position of key in base[0..n) (elements of `size` bytes, sorted by cmp, which
  * compares the key with an element): its index when present (*found), else where it

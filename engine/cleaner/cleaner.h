@@ -8,7 +8,7 @@
  * Borrows: the io context and every registered partition log (the engine keeps a
  * partition open until tfs_cleaner_unregister has returned for it).
  *
- * What a pass does (docs/cleaner.md; the code is in cleaner_pass.c):
+ * What a pass does (docs/cleaner.md; the code is in cleaner_pass.c and its phases):
  *
  *   log start        first dirty (checkpoint)     first uncleanable     active base
  *   |---- clean ---------|------- dirty --------------|--- uncleanable ----|-- active --|
@@ -178,7 +178,7 @@ int tfs_cleaner_delete_horizon(const struct tfs_batch_header *h, int64_t *out_ms
 /* ---- the next pass, before it runs (a dry run) ---- */
 
 /* What the next pass would do with one record (the `fate` attribute). Each is
- * decided by the one per-record verdict of cleaner_pass.c, so the dry run and the
+ * decided by the one per-record verdict of cleaner_fate.c, so the dry run and the
  * pass cannot disagree. */
 enum tfs_cleaner_fate {
 	TFS_FATE_KEEP,                 /* the newest record of its key, or a marker kept */

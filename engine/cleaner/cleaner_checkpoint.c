@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "engine/cleaner/cleaner_internal.h"
-#include "engine/engine.h"
 #include "io/file_util.h"
 #include "io/log.h"
 #include "io/parse.h"

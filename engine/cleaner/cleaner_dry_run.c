@@ -2,7 +2,7 @@
  * cleaner_pass.c run with `dry` set, so that every decision and every output
  * batch is the pass's own while nothing is written; the words of the `fate`
  * attribute; the reasons a record is outside the next pass. The verdicts
- * themselves are cleaner_pass.c's record_fate: nothing here decides a record. */
+ * themselves are cleaner_fate.c's record_fate: nothing here decides a record. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,8 +1,11 @@
 /* cleaner_internal.h - what the cleaner's files share: the manager
- * (cleaner_manager.c), one pass (cleaner_pass.c), the swap (cleaner_swap.c), the
+ * (cleaner_manager.c), one pass (cleaner_pass.c and its phases: cleaner_txn.c,
+ * cleaner_select.c, cleaner_map.c, cleaner_fate.c), the swap (cleaner_swap.c), the
  * checkpoint file (cleaner_checkpoint.c), the cleaner log and the throttler
  * (cleaner_log.c) and retention (retention.c). Not for use outside them (tests
  * excepted: they check grouping and the checkpoint format directly).
+ * A partition log is reached only through engine/log/plog_cleaning.h (its
+ * contract C1-C5, docs/engine.md §10), never its private state.
  */
 #ifndef TFS_CLEANER_INTERNAL_H
 #define TFS_CLEANER_INTERNAL_H
@@ -15,7 +18,7 @@
 #include "engine/format/batch_codec.h"
 #include "engine/cleaner/cleaner.h"
 #include "engine/cleaner/offset_map.h"
-#include "engine/log/plog_internal.h"
+#include "engine/log/plog_cleaning.h"
 #include "engine/log/segment.h"
 #include "engine/topic_config.h"
 
@@ -53,7 +56,7 @@ struct tfs__clean_stats {
 	bool nothing_to_do;
 };
 
-/* ---- producer and transaction state read from the log (cleaner_pass.c) ---- */
+/* ---- producer and transaction state read from the log (cleaner_txn.c) ---- */
 
 struct tfs__producer {
 	int64_t pid;                   /* -1: empty slot */
@@ -81,7 +84,7 @@ struct tfs__txn_state {
 
 /* The type of the transaction marker in a control batch (TFS_CONTROL_ABORT,
  * TFS_CONTROL_COMMIT, ...), or -1 when its first record is no marker. it is
- * reset on the batch. (cleaner_pass.c; lag.c counts by it too.) */
+ * reset on the batch. (cleaner_txn.c; lag.c counts by it too.) */
 int tfs__control_type(struct tfs_record_iter *it, const uint8_t *batch, size_t len);
 void tfs__txn_state_init(struct tfs__txn_state *t);
 void tfs__txn_state_release(struct tfs__txn_state *t);
@@ -120,7 +123,7 @@ int tfs__seg_reader_next(struct tfs__seg_reader *r, struct tfs_batch_header *h,
 int tfs__txn_scan(struct tfs__txn_state *t, const struct tfs_seglist *l, uint8_t **buf,
                   size_t *cap, size_t chunk, struct tfs_record_iter *it, struct tfs_cleaner *c);
 
-/* ---- choosing what to clean (cleaner_pass.c) ---- */
+/* ---- choosing what to clean (cleaner_select.c) ---- */
 
 struct tfs__log_to_clean {
 	tfs_offset_t log_start, log_end;
@@ -150,7 +153,7 @@ int tfs__group_segments(struct tfs_segment *const *segs, int n, int64_t max_byte
 /* ---- the per-thread context ---- */
 
 /* What the map build learnt about each offset of [start, start + len), so that the
- * recopy can decide most records without hashing their keys again (cleaner_pass.c,
+ * recopy can decide most records without hashing their keys again (cleaner_map.c,
  * "Verdicts"). Valid for the pass that filled it, and only if ok. */
 struct tfs__verdicts {
 	uint64_t *dead;                /* bit i: offset start + i was put and superseded */
@@ -225,6 +228,97 @@ struct tfs__pass_in {
  * groups already swapped stay swapped, which is harmless). */
 int tfs__clean_pass(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
                     struct tfs__clean_stats *st);
+
+/* ---- the phases of a pass, one file each ---- */
+
+/* The reader's buffer back to its default size after a segment that needed a big
+ * one; whether the pass was aborted (unregister) or the cleaner stopped
+ * (cleaner_pass.c). */
+void tfs__ctx_shrink_rbuf(struct tfs__cleaner_ctx *x);
+bool tfs__pass_aborted(const struct tfs__pass_in *in);
+
+static inline int64_t tfs__sat_add(int64_t a, int64_t b)
+{
+	return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
+}
+
+static inline bool tfs__batch_is_control(const struct tfs_batch_header *h)
+{
+	return h->attributes & TFS_ATTR_CONTROL;
+}
+
+static inline bool tfs__batch_is_transactional(const struct tfs_batch_header *h)
+{
+	return h->attributes & TFS_ATTR_TRANSACTIONAL;
+}
+
+/* cleaner_txn.c. The aborted transaction of pid whose range holds offset, or
+ * NULL. Whether h (a batch of producer data or a marker) is its producer's last,
+ * which keeps it (empty if need be) while the producer is active at now_ms.
+ * Whether h may be discarded for its transaction (Kafka's
+ * CleanedTransactionMetadata.onBatchRead / onControlBatchRead); marks what it saw
+ * in x->txn. b is the batch's bytes. */
+struct tfs__aborted_txn *tfs__txn_aborted_find(const struct tfs__txn_state *t, int64_t pid,
+                                             tfs_offset_t offset);
+bool tfs__txn_last_batch_of_producer(const struct tfs__cleaner_ctx *x,
+                                     const struct tfs_batch_header *h, int64_t now_ms);
+bool tfs__txn_can_discard(struct tfs__cleaner_ctx *x, const struct tfs_batch_header *h,
+                          const uint8_t *b);
+
+/* cleaner_map.c: the verdict bitmaps over [start, end), as many offsets as their
+ * share of the dedupe buffer allows (x->v.ok false when none); the offset map over
+ * [start, end) of l, 0 (full or not: st->map_full) or an error. */
+#define TFS__BITS_PER_WORD 64
+void tfs__verdicts_begin(struct tfs__cleaner_ctx *x, tfs_offset_t start, tfs_offset_t end);
+int tfs__build_map(struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
+                   const struct tfs_seglist *l, tfs_offset_t start, tfs_offset_t end,
+                   struct tfs__clean_stats *st);
+
+static inline bool tfs__verdict_covers(const struct tfs__verdicts *v, tfs_offset_t o)
+{
+	return o >= v->start && (uint64_t)(o - v->start) < v->len;
+}
+
+static inline bool tfs__bit_get(const uint64_t *w, uint64_t i)
+{
+	return (w[i / TFS__BITS_PER_WORD] >> (i % TFS__BITS_PER_WORD)) & 1;
+}
+
+/* Over bits [a, b]: how many are dead, and how many are tombstones not dead. */
+void tfs__verdict_count(const struct tfs__verdicts *v, uint64_t a, uint64_t b, int64_t *dead,
+                        int64_t *live_tombs);
+/* Whether the build read the batch at position pos of segment seg (index in the
+ * pass's list) whole. */
+bool tfs__verdict_read_whole(const struct tfs__verdicts *v, int seg, tfs_pos_t pos);
+
+/* What every batch of a group is decided against. */
+struct tfs__group_ctx {
+	const struct tfs__pass_in *in;
+	tfs_offset_t latest;            /* the map's latest offset */
+	tfs_offset_t upper_bound;       /* first uncleanable offset of the pass */
+};
+
+/* What the rules say about a batch as a whole (Kafka's checkBatchRetention). */
+struct tfs__batch_rules {
+	bool control;
+	bool can_discard;           /* tfs__txn_can_discard */
+	bool drop_records;          /* every record goes */
+	bool retain_deletes;        /* a tombstone survives: no horizon yet, or not passed */
+	bool has_horizon;
+	int64_t horizon;            /* when has_horizon */
+};
+
+/* cleaner_fate.c. Decides every record of the batch h, b (x->rv[0..rv_count)):
+ * fills x->rv[].fate and .keep and returns 0 with *kept and *tombstone_kept, or
+ * an error; use_bits: the verdict bits may answer for the records they cover.
+ * report_fates tells the dry run's observer (in->fate_fn) each fate decided;
+ * producer_state: the batch stays (empty) only as its producer's last. */
+int tfs__decide_records(struct tfs__cleaner_ctx *x, const struct tfs__group_ctx *g,
+                        const struct tfs_batch_header *h, const uint8_t *b,
+                        const struct tfs__batch_rules *br, bool use_bits, int32_t *kept,
+                        bool *tombstone_kept);
+void tfs__report_fates(const struct tfs__cleaner_ctx *x, const struct tfs__pass_in *in,
+                       const struct tfs__batch_rules *br, bool producer_state);
 
 /* ---- swap (cleaner_swap.c) ---- */
 

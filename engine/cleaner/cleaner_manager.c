@@ -166,13 +166,6 @@ static void format_time(int64_t ms, char *buf, size_t cap)
 	snprintf(buf + n, cap - n, ".%03dZ", (int)(ms % MS_PER_S));
 }
 
-static void copy_cfg(struct tfs_plog *pl, struct tfs_topic_config *cfg)
-{
-	pthread_rwlock_rdlock(&pl->lock);
-	*cfg = pl->cfg;
-	pthread_rwlock_unlock(&pl->lock);
-}
-
 /* ---- registry (under c->lock) ---- */
 
 /* Debug check of the manager's invariants (cleaner.h): every registered partition
@@ -508,8 +501,8 @@ int tfs_cleaner_register(struct tfs_cleaner *c, struct tfs_plog *pl, const char 
 	p->checkpoint = TFS_OFFSET_NONE;
 	atomic_init(&p->abort, false);
 	snprintf(p->name, sizeof(p->name), "%s-%" PRId32, topic, partition);
-	if (pl->uncleanable_reason)
-		p->uncleanable = strdup(pl->uncleanable_reason);
+	if (tfs__plog_uncleanable_reason(pl))
+		p->uncleanable = strdup(tfs__plog_uncleanable_reason(pl));
 	pthread_mutex_lock(&c->lock);
 	if (find_part(c, pl)) {
 		rc = -EEXIST;
@@ -631,7 +624,7 @@ static int run_pass(struct tfs_cleaner *c, struct thread_slot *s, struct part *p
 	struct tfs__clean_stats st;
 	int rc;
 
-	copy_cfg(p->pl, &in.cfg);
+	tfs__plog_config(p->pl, &in.cfg);
 	pthread_mutex_lock(&c->lock);
 	in.checkpoint = p->checkpoint;
 	pthread_mutex_unlock(&c->lock);
@@ -660,8 +653,8 @@ static int run_pass(struct tfs_cleaner *c, struct thread_slot *s, struct part *p
 			char why[TFS_CLEANER_LINE_MAX];
 			if (s->ctx.why[0])
 				snprintf(why, sizeof(why), "%s", s->ctx.why);
-			else if (rc == TFS_ECORRUPT && p->pl->uncleanable_reason)
-				snprintf(why, sizeof(why), "%s", p->pl->uncleanable_reason);
+			else if (rc == TFS_ECORRUPT && tfs__plog_uncleanable_reason(p->pl))
+				snprintf(why, sizeof(why), "%s", tfs__plog_uncleanable_reason(p->pl));
 			else
 				snprintf(why, sizeof(why), "cleaning failed: %s", tfs_strerror(rc));
 			set_uncleanable(p, why);
@@ -699,7 +692,7 @@ static int run_retention(struct tfs_cleaner *c, struct part *p, int *deleted)
 	struct tfs__retention_result res;
 	int rc;
 
-	copy_cfg(p->pl, &cfg);
+	tfs__plog_config(p->pl, &cfg);
 	rc = tfs__retention_apply(p->pl, &cfg, tfs__cleaner_now(c), &res);
 	if (deleted)
 		*deleted = res.segments;
@@ -736,15 +729,12 @@ static int evaluate(struct tfs_cleaner *c, struct tfs__cleaner_ctx *x, struct ca
 	tfs_offset_t log_end;
 	int rc;
 
-	copy_cfg(cd->p->pl, &cfg);
+	tfs__plog_config(cd->p->pl, &cfg);
 	cd->compact = cfg.cleanup_policy & TFS_POLICY_COMPACT;
 	cd->min_ratio = cfg.min_cleanable_dirty_ratio;
 	if (!cd->compact)
 		return 0;
-	l = tfs__seglist_get(cd->p->pl);
-	pthread_rwlock_rdlock(&cd->p->pl->lock);
-	log_end = cd->p->pl->end_offset;
-	pthread_rwlock_unlock(&cd->p->pl->lock);
+	l = tfs__plog_snapshot(cd->p->pl, &log_end);
 	rc = tfs__txn_scan(&x->txn, l, &x->rbuf, &x->rcap, x->rchunk, &x->it, c);
 	if (rc == 0) {
 		tfs__log_to_clean(l, log_end, &cfg, cd->checkpoint, x->txn.first_unstable, now, &cd->lc);
@@ -860,7 +850,7 @@ static bool retention_sweep(struct tfs_cleaner *c)
 		int deleted = 0;
 		bool mine = false;
 
-		copy_cfg(p->pl, &cfg);
+		tfs__plog_config(p->pl, &cfg);
 		pthread_mutex_lock(&c->lock);
 		if (!p->removed && !p->busy && !atomic_load(&c->stop) &&
 		    (cfg.cleanup_policy & TFS_POLICY_DELETE)) {
@@ -892,7 +882,7 @@ static int serve(struct tfs_cleaner *c, struct thread_slot *s, struct part *p, e
 	struct tfs_topic_config cfg;
 	int rc = 0, rrc;
 
-	copy_cfg(p->pl, &cfg);
+	tfs__plog_config(p->pl, &cfg);
 	if (kind == REQ_CLEAN && (cfg.cleanup_policy & TFS_POLICY_COMPACT))
 		rc = run_pass(c, s, p);
 	if (rc == 0) {
@@ -1125,12 +1115,9 @@ int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
 	snprintf(out->last_clean, sizeof(out->last_clean), "%s", p->last_clean);
 	pthread_mutex_unlock(&c->lock);
 
-	copy_cfg(pl, &cfg);
+	tfs__plog_config(pl, &cfg);
 	out->compacted = cfg.cleanup_policy & TFS_POLICY_COMPACT;
-	l = tfs__seglist_get(pl);
-	pthread_rwlock_rdlock(&pl->lock);
-	log_end = pl->end_offset;
-	pthread_rwlock_unlock(&pl->lock);
+	l = tfs__plog_snapshot(pl, &log_end);
 	if (!out->compacted) {
 		out->first_dirty_offset = out->first_uncleanable_offset = l->seg[0]->base_offset;
 		goto out;
@@ -1307,11 +1294,8 @@ int tfs_cleaner_metrics(struct tfs_cleaner *c, char **out, size_t *len)
 		tfs_offset_t log_end;
 		if (!pf[i].uncleanable)
 			continue;
-		copy_cfg(pf[i].p->pl, &cfg);
-		l = tfs__seglist_get(pf[i].p->pl);
-		pthread_rwlock_rdlock(&pf[i].p->pl->lock);
-		log_end = pf[i].p->pl->end_offset;
-		pthread_rwlock_unlock(&pf[i].p->pl->lock);
+		tfs__plog_config(pf[i].p->pl, &cfg);
+		l = tfs__plog_snapshot(pf[i].p->pl, &log_end);
 		tfs__log_to_clean(l, log_end, &cfg, pf[i].checkpoint, TFS_OFFSET_NONE,
 		                  tfs__cleaner_now(c), &lc);
 		tfs__seglist_put(l);
@@ -1407,7 +1391,7 @@ int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_
 	checkpoint = p->checkpoint;
 	pthread_mutex_unlock(&c->lock);
 
-	copy_cfg(pl, &cfg);
+	tfs__plog_config(pl, &cfg);
 	rc = tfs_cleaner_dry_run_log(pl, &cfg, &c->cfg, checkpoint, tfs__cleaner_now(c), fn, arg, out);
 
 	pthread_mutex_lock(&c->lock);

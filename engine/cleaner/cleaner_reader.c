@@ -1,8 +1,8 @@
 /* cleaner_reader.c - the cleaner's sequential reader of a segment, batch by batch
  * (struct tfs__seg_reader, cleaner_internal.h): a window of the segment's bytes
  * refilled in chunks counted by the throttler, each batch's header bounded and its
- * CRC checked before it is handed out. Used by the pass (cleaner_pass.c) and the
- * transaction scan. */
+ * CRC checked before it is handed out. Used by the pass (cleaner_map.c,
+ * cleaner_pass.c) and the transaction scan (cleaner_txn.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

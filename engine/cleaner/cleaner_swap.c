@@ -13,7 +13,7 @@
  *                                                                       the old group stays
  *    2    fsync(dir)   == the commit point ==                           all .swap: recovery
  *    3                                              publish new list    removes the originals in
- *                                                   (pl->lock write)    the swap's range and
+ *                                                   (write-locked)      the swap's range and
  *    4    old files -> .deleted, ascending                               renames the .swap files:
  *         (fds stay open for readers; unlinked at the last unref)       the new group
  *    5    .swap -> final names (.log first)                             remaining .swap renamed
@@ -27,7 +27,6 @@
  *
  * Every step goes through io/, so the crash suite can stop the process at each.
  */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -57,41 +56,23 @@ static int find_group(const struct tfs_seglist *l, struct tfs_segment *const *ol
 	return -1;
 }
 
-/* Debug check of partition_log.h's invariant (1) on a list about to be published:
- * base offsets strictly increase. */
-static void seglist_check(const struct tfs_seglist *l)
-{
-#ifndef NDEBUG
-	for (int i = 1; i < l->count; i++)
-		assert(l->seg[i - 1]->base_offset < l->seg[i]->base_offset);
-#else
-	(void)l;
-#endif
-}
-
 static int swap_in(struct tfs_plog *pl, struct swap_arg *a, int dirfd)
 {
-	struct tfs_seglist *cur = pl->segs, *nl, *prev;
-	struct tfs_io *io = pl->env.io;
+	const struct tfs_seglist *cur = tfs__plog_exclusive_segments(pl);
+	struct tfs_seglist *nl;
+	struct tfs_io *io = tfs__plog_env(pl)->io;
+	const char *path = tfs_plog_path(pl);
 	int at, rc;
 
 	at = find_group(cur, a->old, a->n);
 	if (at < 0) {
-		tfs_log_error("cleaner", "segments of %s changed under a pass; swap abandoned", pl->path);
+		tfs_log_error("cleaner", "segments of %s changed under a pass; swap abandoned", path);
 		return -ESTALE;
 	}
 	/* Everything that can fail for want of memory happens before the commit point. */
-	nl = tfs__seglist_alloc(cur->count - a->n + 1);
+	nl = tfs__seglist_splice(cur, at, a->n, a->fresh);
 	if (!nl)
 		return -ENOMEM;
-	for (int i = 0, j = 0; i < cur->count; i++) {
-		if (i == at)
-			nl->seg[j++] = tfs_segment_ref(a->fresh);
-		if (i >= at && i < at + a->n)
-			continue;
-		nl->seg[j++] = tfs_segment_ref(cur->seg[i]);
-	}
-	seglist_check(nl);
 
 	rc = tfs_segment_rename_files(a->fresh, dirfd, ".cleaned", ".swap");
 	if (rc == 0)
@@ -102,11 +83,7 @@ static int swap_in(struct tfs_plog *pl, struct swap_arg *a, int dirfd)
 	}
 	*a->committed = true;
 
-	pthread_rwlock_wrlock(&pl->lock);
-	prev = pl->segs;
-	pl->segs = nl;
-	pthread_rwlock_unlock(&pl->lock);
-	tfs__seglist_put(prev);
+	tfs__seglist_put(tfs__plog_publish_segments(pl, nl));
 
 	for (int k = 0; k < a->n; k++) {
 		/* Keep the fd open so readers of the old list never reopen by a name
@@ -128,11 +105,11 @@ static int swap_in(struct tfs_plog *pl, struct swap_arg *a, int dirfd)
 half:
 	tfs_log_error("cleaner", "swap of %s/%020" PRId64 " stopped after its commit point: %s; "
 	              "the partition reads the new segment, the next open finishes the files",
-	              pl->path, a->fresh->base_offset, tfs_strerror(rc));
+	              path, a->fresh->base_offset, tfs_strerror(rc));
 	return rc;
 undo:
 	tfs_log_error("cleaner", "swap of %s/%020" PRId64 " abandoned before its commit point: %s",
-	              pl->path, a->fresh->base_offset, tfs_strerror(rc));
+	              path, a->fresh->base_offset, tfs_strerror(rc));
 	(void)tfs_segment_unlink_files(io, dirfd, a->fresh->base_offset, ".swap");
 	(void)tfs_segment_unlink_files(io, dirfd, a->fresh->base_offset, ".cleaned");
 	return rc;
@@ -140,7 +117,7 @@ undo:
 
 static int swap_exclusive(struct tfs_plog *pl, void *varg)
 {
-	int dirfd = tfs__plog_dir_open(pl), rc;   /* held by no partition (plog_internal.h) */
+	int dirfd = tfs__plog_dir_open(pl), rc;   /* held by no partition (plog_cleaning.h) */
 
 	if (dirfd < 0)
 		return dirfd;

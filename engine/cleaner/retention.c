@@ -14,8 +14,9 @@
  * (Kafka does the same: a log always keeps a segment), so that a fresh, empty active
  * segment starts at the log end offset: offsets keep counting from there and the
  * log start offset becomes the log end offset. Then publish the shorter list
- * (pl->lock held for writing, which also removes from the key directory every key
- * whose newest record was in the deleted segments: its file vanishes with them),
+ * (tfs__plog_publish_drop_keys, which also removes from the key directory, in the
+ * same step, every key whose newest record was in the deleted segments: its file
+ * vanishes with them),
  * rename each deleted segment's files .deleted, ascending (unlinked when the last
  * reader lets go), and fsync the directory. A crash part way leaves a shorter prefix
  * deleted (recovery removes *.deleted files and orphan indexes): never a hole; a
@@ -30,57 +31,9 @@
 #include "engine/cleaner/cleaner_internal.h"
 #include "io/log.h"
 
-#define KEY_BYTES_INITIAL (4u << 10)   /* first arena for the keys that go */
-#define KEY_COUNT_INITIAL 256
-
-struct doomed_keys {
-	tfs_offset_t below;            /* keys whose newest offset is below this go */
-	uint8_t *bytes;                /* key bytes back to back */
-	size_t len, cap;
-	size_t *ends;                  /* end of each key in bytes */
-	size_t n, ncap;
-	int err;
-};
-
-static int collect_key(void *arg, struct tfs_slice key, const struct tfs_keyinfo *info,
-                       uint64_t hash)
-{
-	struct doomed_keys *d = arg;
-
-	(void)hash;
-	if (info->offset >= d->below)
-		return 0;
-	if (d->len + key.len > d->cap) {
-		size_t ncap = d->cap ? d->cap * 2 : KEY_BYTES_INITIAL;
-		while (ncap < d->len + key.len)
-			ncap *= 2;
-		uint8_t *p = realloc(d->bytes, ncap);
-		if (!p)
-			goto nomem;
-		d->bytes = p;
-		d->cap = ncap;
-	}
-	if (d->n == d->ncap) {
-		size_t ncap = d->ncap ? d->ncap * 2 : KEY_COUNT_INITIAL;
-		size_t *p = realloc(d->ends, ncap * sizeof(*p));
-		if (!p)
-			goto nomem;
-		d->ends = p;
-		d->ncap = ncap;
-	}
-	if (key.len)
-		memcpy(d->bytes + d->len, key.p, key.len);
-	d->len += key.len;
-	d->ends[d->n++] = d->len;
-	return 0;
-nomem:
-	d->err = -ENOMEM;
-	return 1;
-}
-
 /* Number of segments at the start of l that retention deletes; l->count when the
- * active segment goes too. Under pl->lock or as the leader (the active segment's
- * size and timestamps move). */
+ * active segment goes too. Under the partition's lock (tfs__plog_with_segments)
+ * or as the leader (the active segment's size and timestamps move). */
 static int deletable_prefix(const struct tfs_seglist *l, const struct tfs_topic_config *cfg,
                             int64_t now_ms)
 {
@@ -108,11 +61,23 @@ struct retention_arg {
 	struct tfs__retention_result *out;
 };
 
+/* Under the partition's read lock: how many segments would go, and the log start
+ * offset as it is. */
+static int first_look(const struct tfs_seglist *l, void *varg)
+{
+	struct retention_arg *a = varg;
+
+	a->out->log_start = l->seg[0]->base_offset;
+	return deletable_prefix(l, a->cfg, a->now_ms);
+}
+
 static int retention_exclusive(struct tfs_plog *pl, void *varg)
 {
 	struct retention_arg *a = varg;
-	struct tfs_seglist *cur = pl->segs, *nl;
-	struct doomed_keys d = { 0 };
+	const struct tfs_seglist *cur = tfs__plog_exclusive_segments(pl);
+	struct tfs_seglist *nl, *prev;
+	tfs_offset_t below;
+	size_t removed;
 	int k = deletable_prefix(cur, a->cfg, a->now_ms), rc = 0, dirfd;
 
 	if (k == 0)
@@ -122,66 +87,42 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 		rc = tfs__plog_roll_locked(pl);
 		if (rc < 0)
 			return rc;
-		cur = pl->segs;
+		cur = tfs__plog_exclusive_segments(pl);
 		a->out->rolled = true;
 	}
-	/* before the commit: a partition holds no descriptor (plog_internal.h) */
+	/* before the commit: a partition holds no descriptor (plog_cleaning.h) */
 	dirfd = tfs__plog_dir_open(pl);
 	if (dirfd < 0)
 		return dirfd;
-	nl = tfs__seglist_alloc(cur->count - k);
+	nl = tfs__seglist_splice(cur, 0, k, NULL);
 	if (!nl) {
 		close(dirfd);
 		return -ENOMEM;
 	}
-	for (int i = k; i < cur->count; i++)
-		nl->seg[i - k] = tfs_segment_ref(cur->seg[i]);
-	d.below = nl->seg[0]->base_offset;
-
-	/* No append runs (we lead the queue), so the directory cannot change between
-	 * the scan and the removal; readers may still look while we collect. */
-	pthread_rwlock_rdlock(&pl->lock);
-	(void)tfs_keydir_scan(pl->kd, false, 0, collect_key, &d);
-	pthread_rwlock_unlock(&pl->lock);
-	if (d.err < 0) {
-		rc = d.err;
-		tfs__seglist_put(nl);
+	below = nl->seg[0]->base_offset;
+	rc = tfs__plog_publish_drop_keys(pl, nl, below, &removed, &prev);
+	if (rc < 0)
 		goto out;
+	for (int i = 0; i < k; i++) {
+		a->out->bytes += tfs_segment_size(prev->seg[i]);
+		(void)tfs_segment_pin(prev->seg[i]);   /* readers keep reading it */
+		int r = tfs_segment_mark_deleted(prev->seg[i], dirfd);
+		if (r < 0 && rc == 0)
+			rc = r;
 	}
-
-	pthread_rwlock_wrlock(&pl->lock);
-	{
-		struct tfs_seglist *prev = pl->segs;
-		size_t from = 0;
-		pl->segs = nl;
-		for (size_t i = 0; i < d.n; i++) {
-			tfs_keydir_remove(pl->kd, tfs_slice_make(d.bytes + from, d.ends[i] - from), d.below);
-			from = d.ends[i];
-		}
-		pthread_rwlock_unlock(&pl->lock);
-		for (int i = 0; i < k; i++) {
-			a->out->bytes += tfs_segment_size(prev->seg[i]);
-			(void)tfs_segment_pin(prev->seg[i]);   /* readers keep reading it */
-			int r = tfs_segment_mark_deleted(prev->seg[i], dirfd);
-			if (r < 0 && rc == 0)
-				rc = r;
-		}
-		a->out->segments = k;
-		a->out->keys_removed = d.n;
-		a->out->log_start = d.below;
-		tfs__seglist_put(prev);
-	}
+	a->out->segments = k;
+	a->out->keys_removed = removed;
+	a->out->log_start = below;
+	tfs__seglist_put(prev);
 	if (rc == 0)
-		rc = tfs_io_fsync_dir(pl->env.io, dirfd);
+		rc = tfs_io_fsync_dir(tfs__plog_env(pl)->io, dirfd);
 	if (rc == 0)
 		tfs__pstate_prune(pl, dirfd);   /* the deleted segments' producer snapshots */
 	if (rc < 0)
 		tfs_log_error("retention", "deleting old segments of %s: %s; the next open finishes it",
-		              pl->path, tfs_strerror(rc));
+		              tfs_plog_path(pl), tfs_strerror(rc));
 out:
 	close(dirfd);
-	free(d.bytes);
-	free(d.ends);
 	return rc;
 }
 
@@ -189,19 +130,14 @@ int tfs__retention_apply(struct tfs_plog *pl, const struct tfs_topic_config *cfg
                          struct tfs__retention_result *out)
 {
 	struct retention_arg a = { cfg, now_ms, out };
-	struct tfs_seglist *l;
 	int k;
 
 	memset(out, 0, sizeof(*out));
 	if (!(cfg->cleanup_policy & TFS_POLICY_DELETE) ||
-	    (cfg->retention_ms < 0 && cfg->retention_bytes < 0) || pl->env.read_only)
+	    (cfg->retention_ms < 0 && cfg->retention_bytes < 0) || tfs__plog_env(pl)->read_only)
 		return 0;
 	/* cheap look first: only lead the append queue when something goes */
-	pthread_rwlock_rdlock(&pl->lock);
-	l = pl->segs;
-	k = deletable_prefix(l, cfg, now_ms);
-	out->log_start = l->seg[0]->base_offset;
-	pthread_rwlock_unlock(&pl->lock);
+	k = tfs__plog_with_segments(pl, first_look, &a);
 	if (k == 0)
 		return 0;
 	return tfs__plog_run_exclusive(pl, retention_exclusive, &a);

@@ -20,7 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/groups/groups_codec.h"
-#include "engine/log/plog_internal.h"
+#include "engine/log/partition_log.h"
 #include "io/log.h"
 
 #define TOPIC_MODE 0750                   /* the daemon's own; positions are not for all */

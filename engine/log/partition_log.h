@@ -108,6 +108,10 @@ struct tfs_append_rec {
  * -ENOSPC/-EIO from the disk (nothing becomes visible), TFS_EREADONLY. */
 int tfs_plog_append(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
                     bool durable, tfs_offset_t *first, int64_t *timestamp);
+/* tfs_plog_append for the owner of an internal topic (engine/groups/groups.c),
+ * which every other append path refuses. */
+int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
+                              bool durable, tfs_offset_t *first, int64_t *timestamp);
 /* Kafka's bound on one value: the largest value a record with a key of key_len
  * bytes (key_null: no key) may carry so that a batch holding it alone,
  * uncompressed and without headers, is at most max_message_bytes (Kafka compares

@@ -1,7 +1,9 @@
-/* plog_internal.h - the partition log's private state, shared by
- * partition_log.c (appends, rolls), plog_read.c (reads, cursors),
- * log_recovery.c (open-time recovery) and plog_fetch.c (consumers' reads). Not
- * for use outside those files. */
+/* plog_internal.h - the partition log's private state, shared by the files of
+ * engine/log/: partition_log.c (appends, rolls), plog_read.c (reads, cursors),
+ * log_recovery.c (open-time recovery), plog_fetch.c (consumers' reads), the
+ * producer and transaction paths, lag.c and plog_cleaning.c. Nothing outside
+ * engine/log/ includes it (tests/check_includes.sh): the cleaner and retention
+ * use plog_cleaning.h, everyone else partition_log.h. */
 #ifndef TFS_PLOG_INTERNAL_H
 #define TFS_PLOG_INTERNAL_H
 
@@ -11,16 +13,9 @@
 #include "engine/format/batch_codec.h"
 #include "engine/log/keydir.h"
 #include "engine/log/partition_log.h"
+#include "engine/log/plog_cleaning.h"
 #include "engine/producer/producer_state.h"
 #include "engine/log/segment.h"
-
-/* An immutable, reference-counted list of segments. A new list is published for
- * every roll or swap; readers keep the one they started with. */
-struct tfs_seglist {
-	atomic_int refs;
-	int count;
-	struct tfs_segment *seg[];
-};
 
 struct tfs__waiter;
 struct tfs__encoder;
@@ -78,33 +73,17 @@ struct tfs_plog {
 	bool internal;                  /* tfs_plog_set_internal: set before sharing */
 };
 
-/* Opens the partition directory (O_DIRECTORY); the caller closes it. The fd or
- * -errno (logged). */
-int tfs__plog_dir_open(struct tfs_plog *pl);
-
+/* The segment list (struct tfs_seglist, tfs__seglist_put, tfs__seglist_find,
+ * tfs__plog_dir_open: plog_cleaning.h). */
 struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */
-void tfs__seglist_put(struct tfs_seglist *l);
 struct tfs_seglist *tfs__seglist_alloc(int count);
-/* Index of the last segment with base <= offset, or -1. */
-int tfs__seglist_find(const struct tfs_seglist *l, tfs_offset_t offset);
 
 /* An internal topic's partitions take records from their owner only: every
  * other append path calls this, which logs and returns -EPERM. */
 int tfs__plog_refuse_internal(const struct tfs_plog *pl);
-/* tfs_plog_append for the owner of an internal topic (engine/groups/groups.c). */
-int tfs__plog_append_internal(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
-                              bool durable, tfs_offset_t *first, int64_t *timestamp);
-/* Runs fn(pl, arg) as the group-commit leader: in queue order, with no append
- * in flight and none starting until it returns (rolls, the cleaner's swaps).
- * fn may read pl->segs without the lock and must publish changes under
- * pl->lock held for writing. Returns fn's result. */
-int tfs__plog_run_exclusive(struct tfs_plog *pl, int (*fn)(struct tfs_plog *, void *), void *arg);
-
-/* Seals the active segment (indexes written, everything fsynced) and publishes a
- * new list with a fresh, empty active segment at end_offset; takes a producer
- * snapshot there. As the leader only (an append, or fn of tfs__plog_run_exclusive).
- * 0 or a negative errno (logged); on failure the old segment stays active. */
-int tfs__plog_roll_locked(struct tfs_plog *pl);
+/* Exclusive sections (tfs__plog_run_exclusive) and the roll: plog_cleaning.h.
+ * Inside engine/log/, fn may read pl->segs without the lock and publishes
+ * changes under pl->lock held for writing. */
 
 /* A reusable encoder, lent to one appender at a time (partition_log.c, submit):
  * the builder and key hashes of a unit it encodes, and for a producer's batch
@@ -210,10 +189,7 @@ int tfs__pstate_load(struct tfs_plog *pl, int dirfd);
 void tfs__pstate_replay(struct tfs_plog *pl, const struct tfs_batch_header *h);
 void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd);
 int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd);
-/* Removes the snapshots no segment base names (the newest past the last base
- * kept). As the leader or in an exclusive request, after segments went; dirfd
- * as above. */
-void tfs__pstate_prune(struct tfs_plog *pl, int dirfd);
+/* tfs__pstate_prune (after segments went): plog_cleaning.h. */
 
 /* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */
 int tfs__plog_recover(struct tfs_plog *pl);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
 #include "engine/inspect/log_inspect.h"
 #include "engine/topic_config.h"
 #include "io/io.h"

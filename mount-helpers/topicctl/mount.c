@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
-#include "engine/engine.h"
+#include "engine/topic_config.h"
 
 /* ==================================================================================
  * Mounts: which path is the root, a topic or a partition; the data directory

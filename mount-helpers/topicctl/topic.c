@@ -13,7 +13,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "engine/topic_config.h"
 
 #define MAX_PARTITIONS 100000

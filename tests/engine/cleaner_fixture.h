@@ -440,7 +440,7 @@ FX_UNUSED static int fx_verify_files(const char *dir)
 /* The headers of every batch on disk, in offset order (empty ones included). */
 FX_UNUSED static struct tfs_batch_header *fx_batches(struct tfs_plog *pl, size_t *n)
 {
-	struct tfs_seglist *l = tfs__seglist_get(pl);
+	struct tfs_seglist *l = tfs__plog_snapshot(pl, NULL);
 	struct tfs_batch_header *v = NULL;
 	size_t cnt = 0, cap = 0;
 	uint8_t *buf = NULL;
