@@ -41,6 +41,8 @@ struct tfs_kafka;
  * its clients can make it buffer by default, to one largest request's worth */
 #define TFS_KAFKA_QUEUED_MAX_DEFAULT (100 * 1024 * 1024)
 #define TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS 3000  /* group.initial.rebalance.delay.ms */
+/* group.max.size: Kafka's default is 2^31-1; a mount bounds one group's members */
+#define TFS_KAFKA_GROUP_MAX_SIZE_DEFAULT 1000
 
 enum {
 	TFS_KAFKA_SASL_PLAIN = 1,          /* RFC 4616 */
@@ -69,6 +71,8 @@ struct tfs_kafka_config {
 	                                    * principals (docs/kafka.md, SASL) */
 	int64_t group_initial_rebalance_delay_ms;  /* how long a new group waits for
 	                                    * more members before its first generation */
+	int32_t group_max_size;            /* group.max.size: members (and pending member
+	                                    * ids) of one group */
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c);

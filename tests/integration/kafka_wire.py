@@ -243,6 +243,24 @@ def scram_credential(principal, user, password, salt=None, iterations=4096):
         principal, user, b(salt), b(stored), b(server), iterations)
 
 
+def join_group(s, group, member, protos, instance=None, corr=11):
+    """JoinGroup v5 with protos [(name, metadata bytes)]: (error, member id)."""
+    body = (kstr(group) + struct.pack(">ii", 10000, 30000) + kstr(member) +
+            (struct.pack(">h", -1) if instance is None else kstr(instance)) + kstr("consumer") +
+            struct.pack(">i", len(protos)))
+    for name, meta in protos:
+        body += kstr(name) + struct.pack(">i", len(meta)) + meta
+    s.sendall(frame(11, 5, corr, body))
+    r = recv_frame(s)
+    (err,) = struct.unpack(">h", r[8:10])
+    off = 14                                # correlation, throttle, error, generation
+    for _ in range(2):                      # protocol, leader
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n
+    (n,) = struct.unpack(">h", r[off:off + 2])
+    return err, r[off + 2:off + 2 + n].decode()
+
+
 def main():
     port = int(sys.argv[1])
     cmd = sys.argv[2]
@@ -497,6 +515,18 @@ def main():
             parts = x.split(":", 2)
             ops.append((parts[0], int(parts[1]), parts[2] if len(parts) > 2 else None))
         print(incr_alter(s, int(args[0]), args[1], ops, int(args[2]))[0])
+    elif cmd == "join-caps":            # GROUP N: N JoinGroups without a member id, then
+        # joins of the first id with one protocol too many, one byte too much metadata,
+        # a 250-byte instance id; prints every error code
+        out, ids = [], []
+        for _ in range(int(args[1])):
+            err, mid = join_group(s, args[0], "", [("range", b"m")])
+            out.append(err)
+            ids.append(mid)
+        out.append(join_group(s, args[0], ids[0], [("p%d" % i, b"") for i in range(65)])[0])
+        out.append(join_group(s, args[0], ids[0], [("range", b"x" * ((1 << 20) + 1))])[0])
+        out.append(join_group(s, args[0], ids[0], [("range", b"m")], instance="i" * 250)[0])
+        print(*out)
     else:
         sys.exit("unknown command " + cmd)
 
