@@ -43,6 +43,7 @@ struct tfs_kafka;
 #define TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS 3000  /* group.initial.rebalance.delay.ms */
 /* group.max.size: Kafka's default is 2^31-1; a mount bounds one group's members */
 #define TFS_KAFKA_GROUP_MAX_SIZE_DEFAULT 1000
+#define TFS_KAFKA_AUTH_FAIL_DELAY_MS 100   /* connection.failed.authentication.delay.ms */
 
 enum {
 	TFS_KAFKA_SASL_PLAIN = 1,          /* RFC 4616 */
@@ -73,6 +74,8 @@ struct tfs_kafka_config {
 	                                    * more members before its first generation */
 	int32_t group_max_size;            /* group.max.size: members (and pending member
 	                                    * ids) of one group */
+	int32_t auth_fail_delay_ms;        /* connection.failed.authentication.delay.ms:
+	                                    * how long a SASL failure waits for its answer */
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c);

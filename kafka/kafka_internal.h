@@ -142,6 +142,11 @@ struct tfs_kafka_sasl {
 	const struct tfs_kafka_cred *cred;  /* SCRAM: the principal of client-first */
 	size_t nonce_len;                   /* SCRAM: of the combined nonce */
 	char *client_first_bare, *server_first;     /* SCRAM: owned, for AuthMessage */
+	struct tfs_kafka_cred *mock;        /* SCRAM: an unknown principal's stand-in
+	                                     * (sasl.c), owned; never authenticates */
+	int64_t fail_due_ms;                /* a failure is answered (or, raw, closes the
+	                                     * connection) at this time; 0: none due */
+	bool fail_raw;                      /* that failure was of a bare token */
 };
 
 /* Loads the credentials file (sasl.c says its format and the modes it must

@@ -261,6 +261,46 @@ def join_group(s, group, member, protos, instance=None, corr=11):
     return err, r[off + 2:off + 2 + n].decode()
 
 
+def sasl_handshake(s, mech):
+    s.sendall(frame(17, 1, 1, kstr(mech)))
+    r = recv_frame(s)
+    assert struct.unpack(">h", r[4:6])[0] == 0, r
+
+
+def sasl_auth(s, token, corr=2):
+    """SaslAuthenticate v1: (error, message, token); None if the connection closed."""
+    s.sendall(frame(36, 1, corr, struct.pack(">i", len(token)) + token))
+    r = recv_frame(s)
+    if r is None:
+        return None
+    err, ml = struct.unpack(">hh", r[4:8])
+    msg = r[8:8 + ml].decode() if ml >= 0 else None
+    off = 8 + max(ml, 0)
+    (tl,) = struct.unpack(">i", r[off:off + 4])
+    return err, msg, r[off + 4:off + 4 + tl]
+
+
+def scram_login(s, user, password):
+    """A SCRAM-SHA-256 exchange: (error of client-first, server-first, error and
+    message of client-final)."""
+    import base64, hashlib, hmac
+    sasl_handshake(s, "SCRAM-SHA-256")
+    bare = "n=%s,r=fixed-client-nonce" % user
+    err, _, first = sasl_auth(s, ("n,," + bare).encode())
+    if err:
+        return err, "", None, None
+    attrs = dict(a.split("=", 1) for a in first.decode().split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]),
+                                 int(attrs["i"]))
+    ck = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    without = "c=biws,r=" + attrs["r"]
+    auth = ",".join([bare, first.decode(), without]).encode()
+    sig = hmac.new(hashlib.sha256(ck).digest(), auth, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(ck, sig))).decode()
+    ans = sasl_auth(s, (without + ",p=" + proof).encode(), corr=3)
+    return err, first.decode(), ans[0], ans[1]
+
+
 def main():
     port = int(sys.argv[1])
     cmd = sys.argv[2]
@@ -527,6 +567,31 @@ def main():
         out.append(join_group(s, args[0], ids[0], [("range", b"x" * ((1 << 20) + 1))])[0])
         out.append(join_group(s, args[0], ids[0], [("range", b"m")], instance="i" * 250)[0])
         print(*out)
+    elif cmd == "scram-first":          # USER: the server-first's salt and iterations
+        sasl_handshake(s, "SCRAM-SHA-256")
+        err, _, first = sasl_auth(s, ("n,,n=%s,r=fixed-client-nonce" % args[0]).encode())
+        attrs = dict(a.split("=", 1) for a in first.decode().split(","))
+        print(err, "s=" + attrs["s"], "i=" + attrs["i"])
+    elif cmd == "scram-login":          # USER PASSWORD: "first-error final-error message"
+        first_err, _, err, msg = scram_login(s, args[0], args[1])
+        print(first_err, err, msg)
+    elif cmd == "plain-login":          # USER PASSWORD: "error message"
+        sasl_handshake(s, "PLAIN")
+        err, msg, _ = sasl_auth(s, b"\0" + args[0].encode() + b"\0" + args[1].encode())
+        print(err, msg)
+    elif cmd == "auth-delay":           # USER PASSWORD: a PLAIN failure on one connection
+        # while a second connection's ApiVersions is answered; prints whether the
+        # first had its answer when the second did, then the first's error
+        sasl_handshake(s, "PLAIN")
+        tok = b"\0" + args[0].encode() + b"\0" + args[1].encode()
+        s.sendall(frame(36, 1, 2, struct.pack(">i", len(tok)) + tok))
+        other = conn(port)
+        other.sendall(frame(18, 0, 7, b""))
+        assert struct.unpack(">ih", recv_frame(other)[:6]) == (7, 0)
+        ready, _, _ = select.select([s], [], [], 0)
+        print("other answered;", "first answered" if ready else "first waits", end="; ")
+        r = recv_frame(s)
+        print("first", struct.unpack(">h", r[4:6])[0])
     else:
         sys.exit("unknown command " + cmd)
 

@@ -188,6 +188,36 @@ PY
 		assert_cat "$MNT/t/0/k" was-here
 	fi
 	assert_eq 5 "$(t_leo t/0)" "records of t: the shell's, two by kafka-python, two by kcat"
+
+	# an unknown principal is not told apart: SCRAM answers its client-first with
+	# a salt of its own (the same each time, another for another name) and the
+	# iterations of a known one, and both mechanisms fail it as a wrong password
+	local alice m1 m2 eve n
+	alice=$(kw scram-first alice) m1=$(kw scram-first mallory) m2=$(kw scram-first mallory)
+	eve=$(kw scram-first eve)
+	assert_match '0 s=[A-Za-z0-9+/=]{24} i=4096' "$m1" "server-first of an unknown principal"
+	assert_eq "$m1" "$m2" "server-first of mallory, twice"
+	assert_ne "$m1" "$eve" "server-first of mallory and eve"
+	assert_ne "$m1" "$alice" "server-first of mallory and alice"
+	assert_eq "0 58 Authentication failed: invalid credentials" "$(kw scram-login alice wrong)" \
+		"SCRAM with a wrong password"
+	assert_eq "0 58 Authentication failed: invalid credentials" "$(kw scram-login mallory x)" \
+		"SCRAM of an unknown principal"
+	assert_eq "0 0 None" "$(kw scram-login alice alice-secret)" "SCRAM with the password"
+	assert_eq "58 Authentication failed: invalid credentials" "$(kw plain-login alice wrong)" \
+		"PLAIN with a wrong password"
+	assert_eq "58 Authentication failed: invalid credentials" "$(kw plain-login mallory x)" \
+		"PLAIN of an unknown principal"
+	t_umount
+	n=$(t_daemon_log | grep -c "SASL PLAIN authentication of 'alice' failed: wrong password")
+
+	# connection.failed.authentication.delay.ms: the failure is answered late,
+	# and another connection is served meanwhile
+	smount "$creds" connection.failed.authentication.delay.ms=3000
+	assert_eq "other answered; first waits; first 58" "$(kw auth-delay alice wrong)" \
+		"a delayed failure"
+	assert_eq $((n + 1)) "$(t_daemon_log | grep -c "SASL PLAIN authentication of 'alice' failed: wrong password")" \
+		"log lines for a wrong PLAIN password"
 	t_umount
 }
 
