@@ -59,6 +59,39 @@ static void door_records(void *arg, struct tfs_topic *t, int32_t partition,
 	free(ids);
 }
 
+void tfs_kafka_door_keys_gone(struct tfs_mount *m, struct tfs_topic *t, int32_t partition,
+                              const struct tfs_slice *keys, size_t n, bool entries)
+{
+	struct tfs_node_ident pid = { .kind = TFS_NODE_PARTITION, .topic = t,
+	                              .topic_name = tfs_topic_name(t), .partition = partition };
+	uint64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+	struct tfs_node *pn;
+	size_t found = 0;
+
+	if (ids)
+		found = tfs_inode_find_keys(m->inodes, t, tfs_topic_name(t), partition, keys, n, ids);
+	for (size_t i = 0; i < found; i++)
+		tfs_notify_inode(m->notifier, ids[i], 1);
+	pn = tfs_inode_find(m->inodes, &pid);
+	if (pn)
+		tfs_notify_inode(m->notifier, pn->nodeid, 1);   /* its listing changed */
+	tfs_notifier_drain(m->notifier);
+	for (size_t i = 0; entries && pn && m->se && i < n; i++) {
+		char name[TFS_KEYNAME_MAX + 1];
+		ssize_t len = tfs_keyname_encode(keys[i], name, sizeof(name));
+		if (len > 0)
+			fuse_lowlevel_notify_inval_entry(m->se, pn->nodeid, name, (size_t)len);
+	}
+	tfs_inode_put(m->inodes, pn);
+	free(ids);
+}
+
+static void door_records_deleted(void *arg, struct tfs_topic *t, int32_t partition,
+                                 const struct tfs_slice *keys, size_t n)
+{
+	tfs_kafka_door_keys_gone(arg, t, partition, keys, n, true);
+}
+
 static void door_topic_created(void *arg, const char *name)
 {
 	struct tfs_mount *m = arg;
@@ -105,4 +138,5 @@ void tfs_kafka_door_hooks(struct tfs_mount *m, struct tfs_kafka_hooks *h)
 	h->topic_created = door_topic_created;
 	h->topic_deleted = door_topic_deleted;
 	h->config_changed = door_config_changed;
+	h->records_deleted = door_records_deleted;
 }

@@ -102,6 +102,10 @@ struct tfs_kafka_hooks {
 	void (*topic_deleted)(void *arg, struct tfs_topic *t);
 	/* A client changed the topic's config (AlterConfigs, IncrementalAlterConfigs). */
 	void (*config_changed)(void *arg, struct tfs_topic *t);
+	/* DeleteRecords: these keys of the partition had no record left (their files
+	 * vanished without a tombstone). */
+	void (*records_deleted)(void *arg, struct tfs_topic *t, int32_t partition,
+	                        const struct tfs_slice *keys, size_t n);
 };
 
 /* Reads or creates DATA_DIR/meta.properties, binds the listener and starts its

@@ -296,6 +296,10 @@ struct tfs_topic *tfs__kafka_topic_get(struct tfs_kafka_ctx *ctx, const char *na
 bool tfs__kafka_may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int want);
 bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want);
 
+/* ---- api_records.c: DeleteRecords ---- */
+enum tfs_kafka_verdict tfs__kafka_delete_records(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                 struct kw *w);
+
 /* ---- api_admin.c: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs ---- */
 enum tfs_kafka_verdict tfs__kafka_describe_configs(struct tfs_kafka_ctx *ctx, struct kr *r,
                                                    struct kw *w);

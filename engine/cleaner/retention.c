@@ -8,7 +8,10 @@
  * modification time if it has none) is more than retention.ms before now. By size:
  * while the log without the segment is still at least retention.bytes. The prefix
  * is the longer of the two. The active segment belongs to it when it holds records
- * and the rule reaches it; an empty active segment never does.
+ * and the rule reaches it; an empty active segment never does. Whatever the
+ * policy (compact too), the segments wholly below a log start offset that
+ * DeleteRecords moved (engine/log/plog_start.c) belong to it as well, as in
+ * Kafka's deleteLogStartOffsetBreachedSegments.
  *
  * How: as the group-commit leader. When the prefix is the whole log, first roll
  * (Kafka does the same: a log always keeps a segment), so that a fresh, empty active
@@ -82,12 +85,18 @@ nomem:
  * active segment goes too. Under pl->lock or as the leader (the active segment's
  * size and timestamps move). */
 static int deletable_prefix(const struct tfs_seglist *l, const struct tfs_topic_config *cfg,
-                            int64_t now_ms)
+                            int64_t now_ms, tfs_offset_t start, tfs_offset_t end)
 {
-	int eligible = l->count, by_time = 0, by_size = 0;
+	int eligible = l->count, by_time = 0, by_size = 0, by_start = 0;
 
 	if (tfs_segment_size(l->seg[l->count - 1]) == 0)
 		eligible--;                    /* an empty active segment stays */
+	/* a segment ends where the next begins; the last at the log end */
+	while (by_start < eligible &&
+	       (by_start + 1 < l->count ? l->seg[by_start + 1]->base_offset : end) <= start)
+		by_start++;
+	if (!(cfg->cleanup_policy & TFS_POLICY_DELETE))
+		return by_start;
 	if (cfg->retention_ms >= 0)
 		while (by_time < eligible &&
 		       now_ms - tfs_segment_largest_timestamp(l->seg[by_time]) > cfg->retention_ms)
@@ -99,7 +108,9 @@ static int deletable_prefix(const struct tfs_seglist *l, const struct tfs_topic_
 		while (by_size < eligible && diff - tfs_segment_size(l->seg[by_size]) >= 0)
 			diff -= tfs_segment_size(l->seg[by_size++]);
 	}
-	return by_time > by_size ? by_time : by_size;
+	if (by_size > by_time)
+		by_time = by_size;
+	return by_start > by_time ? by_start : by_time;
 }
 
 struct retention_arg {
@@ -113,7 +124,13 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 	struct retention_arg *a = varg;
 	struct tfs_seglist *cur = pl->segs, *nl;
 	struct doomed_keys d = { 0 };
-	int k = deletable_prefix(cur, a->cfg, a->now_ms), rc = 0, dirfd;
+	tfs_offset_t start;
+	int k, rc = 0, dirfd;
+
+	pthread_rwlock_rdlock(&pl->lock);
+	start = tfs__plog_start(pl);
+	pthread_rwlock_unlock(&pl->lock);
+	k = deletable_prefix(cur, a->cfg, a->now_ms, start, pl->end_offset);
 
 	if (k == 0)
 		return 0;
@@ -193,13 +210,12 @@ int tfs__retention_apply(struct tfs_plog *pl, const struct tfs_topic_config *cfg
 	int k;
 
 	memset(out, 0, sizeof(*out));
-	if (!(cfg->cleanup_policy & TFS_POLICY_DELETE) ||
-	    (cfg->retention_ms < 0 && cfg->retention_bytes < 0) || pl->env.read_only)
+	if (pl->env.read_only)
 		return 0;
 	/* cheap look first: only lead the append queue when something goes */
 	pthread_rwlock_rdlock(&pl->lock);
 	l = pl->segs;
-	k = deletable_prefix(l, cfg, now_ms);
+	k = deletable_prefix(l, cfg, now_ms, tfs__plog_start(pl), pl->end_offset);
 	out->log_start = l->seg[0]->base_offset;
 	pthread_rwlock_unlock(&pl->lock);
 	if (k == 0)

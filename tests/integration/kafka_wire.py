@@ -592,6 +592,61 @@ def main():
         print("other answered;", "first answered" if ready else "first waits", end="; ")
         r = recv_frame(s)
         print("first", struct.unpack(">h", r[4:6])[0])
+    elif cmd == "delete-records":       # TOPIC PART OFFSET [VERSION]: "error low_watermark"
+        v = int(args[3]) if len(args) > 3 else 1
+        if v >= 2:
+            body = (uvarint(2) + cstr(args[0]) + uvarint(2) +
+                    struct.pack(">iq", int(args[1]), int(args[2])) + b"\x00\x00" +
+                    struct.pack(">i", 5000) + b"\x00")
+        else:
+            body = (struct.pack(">i", 1) + kstr(args[0]) + struct.pack(">i", 1) +
+                    struct.pack(">iq", int(args[1]), int(args[2])) + struct.pack(">i", 5000))
+        s.sendall(frame(21, v, 4, body, flex=v >= 2))
+        r = recv_frame(s)
+        if v >= 2:
+            off = 4 + 1 + 4
+            _, off = read_uvarint(r, off)
+            n, off = read_uvarint(r, off)
+            off += n - 1
+            _, off = read_uvarint(r, off)
+        else:
+            off = 4 + 4 + 4
+            (n,) = struct.unpack(">h", r[off:off + 2])
+            off += 2 + n + 4
+        part, low, err = struct.unpack(">iqh", r[off:off + 14])
+        print(err, low)
+    elif cmd == "earliest":             # TOPIC PART: ListOffsets v1 of -2: "error offset"
+        body = (struct.pack(">i", -1) + struct.pack(">i", 1) + kstr(args[0]) +
+                struct.pack(">i", 1) + struct.pack(">iq", int(args[1]), -2))
+        s.sendall(frame(2, 1, 6, body))
+        r = recv_frame(s)
+        off = 4 + 4
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n + 4
+        part, err, ts, o = struct.unpack(">ihqq", r[off:off + 22])
+        print(err, o)
+    elif cmd == "fetch-at":             # TOPIC PART OFFSET: Fetch v4's error, log start,
+        body = (struct.pack(">iiiib", -1, 0, 1, 1 << 20, 0) + struct.pack(">i", 1) +  # and
+                kstr(args[0]) + struct.pack(">i", 1) +                      # the offsets
+                struct.pack(">iqi", int(args[1]), int(args[2]), 1 << 20))   # of the records
+        s.sendall(frame(1, 4, 8, body))
+        r = recv_frame(s)
+        off = 4 + 4 + 4
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n + 4
+        part, err, hw, lso = struct.unpack(">ihqq", r[off:off + 22])
+        off += 22
+        (na,) = struct.unpack(">i", r[off:off + 4])
+        off += 4 + max(na, 0) * 16
+        (rl,) = struct.unpack(">i", r[off:off + 4])
+        recs = r[off + 4:off + 4 + max(rl, 0)]
+        offs = []
+        from kafka.record import MemoryRecords
+        mr = MemoryRecords(recs)
+        while mr.has_next():
+            b = mr.next_batch()
+            offs += [str(x.offset) for x in b if x.offset >= int(args[2])]
+        print(err, ",".join(offs))
     else:
         sys.exit("unknown command " + cmd)
 
