@@ -555,6 +555,24 @@ static void xattr_keys_gone(void *arg, const struct tfs_slice *keys, size_t n)
 	tfs_kafka_door_keys_gone(c->m, c->n->topic, c->n->partition, keys, n, false);
 }
 
+/* A decimal value of at least min into *out, a trailing newline (echo)
+ * forgiven; buf (cap bytes) gets its text for a log line. false if it is not. */
+static bool value_i64(const char *value, size_t size, int64_t min, char *buf, size_t cap,
+                      int64_t *out)
+{
+	bool fits;
+
+	if (size > 0 && value[size - 1] == '\n')
+		size--;
+	fits = size < cap;
+	if (!fits)
+		size = cap - 1;                 /* too long to be a number: shown cut */
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	return fits && size > 0 && !memchr(value, '\0', size) &&
+	       tfs_parse_i64(buf, min, INT64_MAX, out);
+}
+
 static int set_log_start(struct xctx *c, const char *value, size_t size)
 {
 	struct tfs_plog *pl = tfs_mount_plog(c->n);
@@ -564,13 +582,7 @@ static int set_log_start(struct xctx *c, const char *value, size_t size)
 
 	if (!pl)
 		return -ENOENT;
-	if (size > 0 && value[size - 1] == '\n')
-		size--;
-	if (size == 0 || size >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, value, size);
-	buf[size] = '\0';
-	if (!tfs_parse_i64(buf, -1, INT64_MAX, &off)) {
+	if (!value_i64(value, size, -1, buf, sizeof(buf), &off)) {
 		tfs_log_warn("xattr", "%s/%d: log_start_offset is not an offset: '%s'",
 		             tfs_topic_name(c->n->topic), (int)c->n->partition, buf);
 		return -EINVAL;
@@ -586,13 +598,7 @@ static int set_bootstrap_ms(struct xctx *c, const char *value, size_t size)
 	char buf[24];
 	int64_t ms;
 
-	if (size > 0 && value[size - 1] == '\n')
-		size--;
-	if (size == 0 || size >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, value, size);
-	buf[size] = '\0';
-	if (!tfs_parse_i64(buf, 0, INT64_MAX, &ms)) {
+	if (!value_i64(value, size, 0, buf, sizeof(buf), &ms)) {
 		tfs_log_warn("fs", "%s: bootstrap_ms is not a number of milliseconds: '%s'",
 		             tfs_topic_name(c->n->topic), buf);
 		return -EINVAL;
