@@ -1471,11 +1471,41 @@ void tfs_engine_close(struct tfs_engine *e)
 	free(e);
 }
 
+/* The keys tfs_plog_delete_below reports, copied, so that the caller hears of
+ * them once e->start_lock is released: its callback may wait on the kernel (a
+ * notification), and a request in the kernel may wait on that lock. */
+struct gone_keys {
+	struct tfs_slice *keys;
+	size_t n;
+	int err;
+};
+
+static void gone_copy(void *arg, const struct tfs_slice *keys, size_t n)
+{
+	struct gone_keys *g = arg;
+
+	g->keys = calloc(n ? n : 1, sizeof(*g->keys));
+	for (size_t i = 0; g->keys && i < n; i++) {
+		uint8_t *p = malloc(keys[i].len ? keys[i].len : 1);
+		if (!p) {
+			g->err = -ENOMEM;
+			break;
+		}
+		if (keys[i].len)
+			memcpy(p, keys[i].p, keys[i].len);
+		g->keys[g->n++] = tfs_slice_make(p, keys[i].len);
+	}
+	if (!g->keys || g->err)
+		tfs_log_warn("engine", "out of memory: the mount may show %zu vanished keys until "
+		             "its caches expire", n - g->n);
+}
+
 int tfs_engine_delete_records(struct tfs_engine *e, struct tfs_topic *t, int32_t partition,
                               tfs_offset_t offset,
                               void (*gone)(void *arg, const struct tfs_slice *keys, size_t n),
                               void *arg, tfs_offset_t *low)
 {
+	struct gone_keys g = { 0 };
 	struct tfs_plog_stats st;
 	struct tfs_plog *pl;
 	int rc;
@@ -1501,11 +1531,16 @@ int tfs_engine_delete_records(struct tfs_engine *e, struct tfs_topic *t, int32_t
 	} else if (offset <= st.log_start_offset) {
 		rc = 0;                         /* nothing below it is left */
 	} else if ((rc = tfs__log_start_write(e, e->io, e->dirfd, t->name, partition, offset)) == 0) {
-		rc = tfs_plog_delete_below(pl, offset, gone, arg, low);
+		rc = tfs_plog_delete_below(pl, offset, gone ? gone_copy : NULL, &g, low);
 		if (rc == 0)
 			tfs_log_info("engine", "%s-%" PRId32 ": records below %" PRId64 " deleted "
 			             "(DeleteRecords); the log starts there", t->name, partition, *low);
 	}
 	pthread_mutex_unlock(&e->start_lock);
+	if (gone && g.n)
+		gone(arg, g.keys, g.n);
+	for (size_t i = 0; i < g.n; i++)
+		free((void *)g.keys[i].p);
+	free(g.keys);
 	return rc;
 }
