@@ -42,7 +42,7 @@ static void door_records(void *arg, struct tfs_topic *t, int32_t partition,
                          const struct tfs_append_rec *recs, size_t count)
 {
 	struct tfs_mount *m = arg;
-	struct tfs_slice *keys = malloc(count * sizeof(*keys));
+	struct tfs_slice *keys = calloc(count ? count : 1, sizeof(*keys));
 	uint64_t *ids = malloc(count * sizeof(*ids));
 	struct tfs_node *pn;
 	size_t nkeys = 0;
