@@ -36,6 +36,7 @@
 #include "engine/cleaner/cleaner.h"
 #include "engine/engine.h"
 #include "engine/groups/groups.h"
+#include "engine/log/log_start.h"
 #include "engine/producer/producer_ids.h"
 #include "io/file_util.h"
 #include "io/log.h"
@@ -100,6 +101,8 @@ struct tfs_engine {
 	pthread_rwlock_t hook_lock;      /* the append hook below: read to call it */
 	void (*append_hook)(void *arg, struct tfs_plog *pl);
 	void *append_hook_arg;
+
+	pthread_mutex_t start_lock;      /* log-start-offset-checkpoint's writers */
 };
 
 /* Every partition's env.appended: hands the append to the engine's hook. */
@@ -683,6 +686,12 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 		              "finished at the next mount", name, tfs_strerror(rc));
 	else
 		tfs_log_info("engine", "deleted topic %s", name);
+	if (faccessat(e->dirfd, TFS_LOG_START_FILE, F_OK, 0) == 0) {
+		/* its log start offsets go with it (a new topic of that name starts at 0) */
+		pthread_mutex_lock(&e->start_lock);
+		(void)tfs__log_start_write(e, e->io, e->dirfd, NULL, 0, 0);
+		pthread_mutex_unlock(&e->start_lock);
+	}
 	/* Files go now: readers that still hold a partition keep their descriptors;
 	 * what a failure leaves is removed at the next open. */
 	for (int32_t i = 0; i < nparts; i++) {
@@ -1304,6 +1313,7 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	pthread_rwlock_init(&e->lock, NULL);
 	pthread_rwlock_init(&e->hook_lock, NULL);
 	pthread_mutex_init(&e->stop_lock, NULL);
+	pthread_mutex_init(&e->start_lock, NULL);
 	pthread_cond_init(&e->stop_cond, NULL);
 	/* first, so that every change to the disk, the directories made here too,
 	 * goes through it */
@@ -1362,6 +1372,8 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	if (cfg->read_only)
 		tfs_fdcache_set_read_only(e->fdcache);
 	rc = load_topics(e);
+	if (rc == 0)
+		rc = tfs__log_start_load(e, e->io, e->dirfd);
 	if (rc < 0)
 		goto fail;
 	rc = tfs_groups_open(e, &cfg->groups, &e->groups);
@@ -1427,7 +1439,82 @@ void tfs_engine_close(struct tfs_engine *e)
 	pthread_rwlock_destroy(&e->lock);
 	pthread_rwlock_destroy(&e->hook_lock);
 	pthread_mutex_destroy(&e->stop_lock);
+	pthread_mutex_destroy(&e->start_lock);
 	pthread_cond_destroy(&e->stop_cond);
 	free(e->data_dir);
 	free(e);
+}
+
+/* The keys tfs_plog_delete_below reports, copied, so that the caller hears of
+ * them once e->start_lock is released: its callback may wait on the kernel (a
+ * notification), and a request in the kernel may wait on that lock. */
+struct gone_keys {
+	struct tfs_slice *keys;
+	size_t n;
+	int err;
+};
+
+static void gone_copy(void *arg, const struct tfs_slice *keys, size_t n)
+{
+	struct gone_keys *g = arg;
+
+	g->keys = calloc(n ? n : 1, sizeof(*g->keys));
+	for (size_t i = 0; g->keys && i < n; i++) {
+		uint8_t *p = malloc(keys[i].len ? keys[i].len : 1);
+		if (!p) {
+			g->err = -ENOMEM;
+			break;
+		}
+		if (keys[i].len)
+			memcpy(p, keys[i].p, keys[i].len);
+		g->keys[g->n++] = tfs_slice_make(p, keys[i].len);
+	}
+	if (!g->keys || g->err)
+		tfs_log_warn("engine", "out of memory: the mount may show %zu vanished keys until "
+		             "its caches expire", n - g->n);
+}
+
+int tfs_engine_delete_records(struct tfs_engine *e, struct tfs_topic *t, int32_t partition,
+                              tfs_offset_t offset,
+                              void (*gone)(void *arg, const struct tfs_slice *keys, size_t n),
+                              void *arg, tfs_offset_t *low)
+{
+	struct gone_keys g = { 0 };
+	struct tfs_plog_stats st;
+	struct tfs_plog *pl;
+	int rc;
+
+	*low = -1;
+	if (e->cfg.read_only)
+		return TFS_EREADONLY;
+	if (tfs_topic_internal(t))
+		return refuse_internal(t->name, "delete records of");
+	if (partition < 0 || partition >= tfs_topic_partition_count(t) ||
+	    !(pl = tfs_topic_partition(t, partition)))
+		return -ENOENT;
+	pthread_mutex_lock(&e->start_lock);
+	tfs_plog_stats(pl, &st);
+	*low = st.log_start_offset;
+	if (offset == -1)
+		offset = st.log_end_offset;     /* Kafka's HIGH_WATERMARK */
+	if (offset < 0 || offset > st.log_end_offset) {
+		rc = -ERANGE;
+		tfs_log_warn("engine", "%s-%" PRId32 ": no DeleteRecords below %" PRId64
+		             ": the log holds %" PRId64 " to %" PRId64, t->name, partition, offset,
+		             st.log_start_offset, st.log_end_offset);
+	} else if (offset <= st.log_start_offset) {
+		rc = 0;                         /* nothing below it is left */
+	} else if ((rc = tfs__log_start_write(e, e->io, e->dirfd, t->name, partition, offset)) == 0) {
+		rc = tfs_plog_delete_below(pl, offset, gone ? gone_copy : NULL, &g, low);
+		if (rc == 0)
+			tfs_log_info("engine", "%s-%" PRId32 ": records below %" PRId64 " deleted "
+			             "(DeleteRecords); the log starts there", t->name, partition, *low);
+	}
+	pthread_mutex_unlock(&e->start_lock);
+	if (gone && g.n)
+		gone(arg, g.keys, g.n);
+	for (size_t i = 0; i < g.n; i++)
+		free((void *)g.keys[i].p);
+	free(g.keys);
+	return rc;
 }

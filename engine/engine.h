@@ -160,4 +160,18 @@ int tfs_engine_sync(struct tfs_engine *e);
  * partition; NULL on a read-only engine. Borrowed, valid until tfs_engine_close. */
 struct tfs_cleaner *tfs_engine_cleaner(struct tfs_engine *e);
 
+/* Kafka's DeleteRecords of one partition: moves its log start offset up to
+ * offset (-1: the log end, Kafka's high watermark), persisted in
+ * DATA_DIR/log-start-offset-checkpoint (engine/log/log_start.h) before it takes
+ * effect, then tfs_plog_delete_below (gone and arg as there). *low: the log
+ * start offset after (Kafka's low watermark; unchanged for an offset at or below
+ * it). gone is called after the engine's locks are released, so it may notify
+ * the kernel. TFS_EREADONLY, -EPERM for an internal topic, -ERANGE for an offset
+ * past the log end or below -1, -ENOENT for no such partition, or the file's
+ * write error: then nothing changed. */
+int tfs_engine_delete_records(struct tfs_engine *e, struct tfs_topic *t, int32_t partition,
+                              tfs_offset_t offset,
+                              void (*gone)(void *arg, const struct tfs_slice *keys, size_t n),
+                              void *arg, tfs_offset_t *low);
+
 #endif

@@ -15,18 +15,37 @@
 #include "fs/scratch.h"
 #include "io/log.h"
 
+/* The kernel's cached attributes of the n keys (data too, with data) and the
+ * partition's listing go, and are sent; ids has room for n. Returns the
+ * partition's node (tfs_inode_put it) or NULL. */
+static struct tfs_node *drop_cached(struct tfs_mount *m, struct tfs_topic *t, int32_t partition,
+                                    const struct tfs_slice *keys, size_t n, uint64_t *ids,
+                                    int data)
+{
+	struct tfs_node_ident pid = { .kind = TFS_NODE_PARTITION, .topic = t,
+	                              .topic_name = tfs_topic_name(t), .partition = partition };
+	size_t found = tfs_inode_find_keys(m->inodes, t, tfs_topic_name(t), partition, keys, n, ids);
+	struct tfs_node *pn;
+
+	for (size_t i = 0; i < found; i++)
+		tfs_notify_inode(m->notifier, ids[i], data);
+	pn = tfs_inode_find(m->inodes, &pid);
+	if (pn)
+		tfs_notify_inode(m->notifier, pn->nodeid, 1);   /* its listing changed */
+	tfs_notifier_drain(m->notifier);
+	return pn;
+}
+
 /* Keys a client wrote: their cached attributes go (the .put path's way), and the
  * names of those a tombstone removed leave the kernel's dentry cache. */
 static void door_records(void *arg, struct tfs_topic *t, int32_t partition,
                          const struct tfs_append_rec *recs, size_t count)
 {
 	struct tfs_mount *m = arg;
-	struct tfs_node_ident pid = { .kind = TFS_NODE_PARTITION, .topic = t,
-	                              .topic_name = tfs_topic_name(t), .partition = partition };
-	struct tfs_slice *keys = malloc(count * sizeof(*keys));
+	struct tfs_slice *keys = calloc(count ? count : 1, sizeof(*keys));
 	uint64_t *ids = malloc(count * sizeof(*ids));
 	struct tfs_node *pn;
-	size_t nkeys = 0, found;
+	size_t nkeys = 0;
 
 	if (!keys || !ids) {
 		tfs_log_error("fs", "%s/%d: cannot drop cached keys a client wrote: out of memory",
@@ -38,13 +57,7 @@ static void door_records(void *arg, struct tfs_topic *t, int32_t partition,
 	for (size_t i = 0; i < count; i++)
 		if (!recs[i].key_null)
 			keys[nkeys++] = recs[i].key;
-	found = tfs_inode_find_keys(m->inodes, t, tfs_topic_name(t), partition, keys, nkeys, ids);
-	for (size_t i = 0; i < found; i++)
-		tfs_notify_inode(m->notifier, ids[i], 0);
-	pn = tfs_inode_find(m->inodes, &pid);
-	if (pn)
-		tfs_notify_inode(m->notifier, pn->nodeid, 1);   /* its listing changed */
-	tfs_notifier_drain(m->notifier);
+	pn = drop_cached(m, t, partition, keys, nkeys, ids, 0);
 	for (size_t i = 0; pn && m->se && i < count; i++) {
 		char name[TFS_KEYNAME_MAX + 1];
 		ssize_t len;
@@ -57,6 +70,28 @@ static void door_records(void *arg, struct tfs_topic *t, int32_t partition,
 	tfs_inode_put(m->inodes, pn);
 	free(keys);
 	free(ids);
+}
+
+void tfs_kafka_door_keys_gone(struct tfs_mount *m, struct tfs_topic *t, int32_t partition,
+                              const struct tfs_slice *keys, size_t n, bool entries)
+{
+	uint64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+	struct tfs_node *pn = drop_cached(m, t, partition, keys, ids ? n : 0, ids, 1);
+
+	for (size_t i = 0; entries && pn && m->se && i < n; i++) {
+		char name[TFS_KEYNAME_MAX + 1];
+		ssize_t len = tfs_keyname_encode(keys[i], name, sizeof(name));
+		if (len > 0)
+			fuse_lowlevel_notify_inval_entry(m->se, pn->nodeid, name, (size_t)len);
+	}
+	tfs_inode_put(m->inodes, pn);
+	free(ids);
+}
+
+static void door_records_deleted(void *arg, struct tfs_topic *t, int32_t partition,
+                                 const struct tfs_slice *keys, size_t n)
+{
+	tfs_kafka_door_keys_gone(arg, t, partition, keys, n, true);
 }
 
 static void door_topic_created(void *arg, const char *name)
@@ -105,4 +140,5 @@ void tfs_kafka_door_hooks(struct tfs_mount *m, struct tfs_kafka_hooks *h)
 	h->topic_created = door_topic_created;
 	h->topic_deleted = door_topic_deleted;
 	h->config_changed = door_config_changed;
+	h->records_deleted = door_records_deleted;
 }

@@ -18,4 +18,10 @@ struct tfs_mount;
 /* Fills *h with hooks on m (borrowed until the listener stops). */
 void tfs_kafka_door_hooks(struct tfs_mount *m, struct tfs_kafka_hooks *h);
 
+/* Keys of a partition that DeleteRecords left without a record: their cached
+ * attributes and the partition's listing go; with entries (never from inside a
+ * request handler) their names leave the kernel's dentry cache too. */
+void tfs_kafka_door_keys_gone(struct tfs_mount *m, struct tfs_topic *t, int32_t partition,
+                              const struct tfs_slice *keys, size_t n, bool entries);
+
 #endif

@@ -306,7 +306,7 @@ void tfs_opts_usage(const char *prog)
 	       "    -o kafka_sasl_credentials=FILE  the principals of a SASL listener, each\n"
 	       "                           a Unix user (not readable by others)\n"
 	       "    -o NAME=VALUE          a Kafka listener setting by its broker name:\n"
-	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads group.initial.rebalance.delay.ms queued.max.request.bytes offsets.retention.minutes sasl.enabled.mechanisms\n"
+	       "                           advertised.listeners node.id num.partitions auto.create.topics.enable socket.request.max.bytes num.network.threads group.initial.rebalance.delay.ms group.max.size connection.failed.authentication.delay.ms queued.max.request.bytes offsets.retention.minutes sasl.enabled.mechanisms\n"
 	       "    -o NAME=VALUE          a topic config default by its Kafka name:\n"
 	       "                          ", prog);
 	for (const char *const *n = tfs_topic_config_names(); *n; n++)

@@ -7,6 +7,8 @@
  *   key, hist   header.NAME                   read  (the record's headers)
  *   topic dir   every topic config name       read/write (remove: mount default)
  *   partition   log_start_offset log_end_offset size_bytes segments live_keys  read
+ *   partition   log_start_offset              write (DeleteRecords: the records
+ *                                             below the value go; -1: all)
  *   partition   producers                     read (id epoch last_sequence last_offset
  *                                             last_timestamp, a line each)
  *   partition   roll                          write (closes the active segment)
@@ -53,6 +55,7 @@
 #include "engine/cleaner/cleaner.h"
 #include "fs/consumers.h"
 #include "fs/history_fate.h"
+#include "fs/kafka_door.h"
 #include "fs/node_groups.h"
 #include "fs/node.h"
 #include "io/log.h"
@@ -541,6 +544,53 @@ static int set_clean(struct xctx *c, const char *value, size_t size)
 	return cl ? tfs_cleaner_clean_now(cl, pl) : TFS_EREADONLY;
 }
 
+/* DeleteRecords through the mount: the records below the value go, as a Kafka
+ * client's DeleteRecords does (tfs_engine_delete_records); the kernel checked
+ * write permission on the partition directory, as for rm. */
+static void xattr_keys_gone(void *arg, const struct tfs_slice *keys, size_t n)
+{
+	struct xctx *c = arg;
+
+	/* inside a request: attributes and the listing only (notify.h) */
+	tfs_kafka_door_keys_gone(c->m, c->n->topic, c->n->partition, keys, n, false);
+}
+
+/* A decimal value of at least min into *out, a trailing newline (echo)
+ * forgiven; buf (cap bytes) gets its text for a log line. false if it is not. */
+static bool value_i64(const char *value, size_t size, int64_t min, char *buf, size_t cap,
+                      int64_t *out)
+{
+	bool fits;
+
+	if (size > 0 && value[size - 1] == '\n')
+		size--;
+	fits = size < cap;
+	if (!fits)
+		size = cap - 1;                 /* too long to be a number: shown cut */
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	return fits && size > 0 && !memchr(value, '\0', size) &&
+	       tfs_parse_i64(buf, min, INT64_MAX, out);
+}
+
+static int set_log_start(struct xctx *c, const char *value, size_t size)
+{
+	struct tfs_plog *pl = tfs_mount_plog(c->n);
+	tfs_offset_t low;
+	char buf[24];
+	int64_t off;
+
+	if (!pl)
+		return -ENOENT;
+	if (!value_i64(value, size, -1, buf, sizeof(buf), &off)) {
+		tfs_log_warn("xattr", "%s/%d: log_start_offset is not an offset: '%s'",
+		             tfs_topic_name(c->n->topic), (int)c->n->partition, buf);
+		return -EINVAL;
+	}
+	return tfs_engine_delete_records(c->m->engine, c->n->topic, c->n->partition, off,
+	                                 xattr_keys_gone, c, &low);
+}
+
 /* A consumer's report of how long bootstrapping the topic from offset 0 took
  * (topicctl follow): kept in memory for the metrics (consumers.h). */
 static int set_bootstrap_ms(struct xctx *c, const char *value, size_t size)
@@ -548,13 +598,7 @@ static int set_bootstrap_ms(struct xctx *c, const char *value, size_t size)
 	char buf[24];
 	int64_t ms;
 
-	if (size > 0 && value[size - 1] == '\n')
-		size--;
-	if (size == 0 || size >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, value, size);
-	buf[size] = '\0';
-	if (!tfs_parse_i64(buf, 0, INT64_MAX, &ms)) {
+	if (!value_i64(value, size, 0, buf, sizeof(buf), &ms)) {
 		tfs_log_warn("fs", "%s: bootstrap_ms is not a number of milliseconds: '%s'",
 		             tfs_topic_name(c->n->topic), buf);
 		return -EINVAL;
@@ -624,7 +668,7 @@ static const struct xattr_row rows[] = {
 	{ "sequence", K(TFS_NODE_HIST_ENTRY), get_sequence, NULL, true },
 	{ "txn", K(TFS_NODE_HIST_ENTRY), get_txn, NULL, true },
 	{ "last_stable_offset", K(TFS_NODE_PARTITION), get_last_stable, NULL, true },
-	{ "log_start_offset", K(TFS_NODE_PARTITION), get_log_start, NULL, true },
+	{ "log_start_offset", K(TFS_NODE_PARTITION), get_log_start, set_log_start, true },
 	{ "log_end_offset", K(TFS_NODE_PARTITION), get_log_end, NULL, true },
 	{ "size_bytes", K(TFS_NODE_PARTITION), get_size_bytes, NULL, true },
 	{ "segments", K(TFS_NODE_PARTITION), get_segments, NULL, true },

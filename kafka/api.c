@@ -62,6 +62,7 @@ static const struct api_range apis[] = {
 	{ API_API_VERSIONS, 0, 3, 3 },
 	{ API_CREATE_TOPICS, 0, 4, 5 },
 	{ API_DELETE_TOPICS, 0, 3, 4 },
+	{ API_DELETE_RECORDS, 0, 2, 2 },
 	{ API_INIT_PRODUCER_ID, 0, 1, 2 },
 	{ API_DESCRIBE_CONFIGS, 0, 4, 4 },
 	{ API_ALTER_CONFIGS, 0, 2, 2 },
@@ -1135,6 +1136,8 @@ enum tfs_kafka_verdict tfs_kafka_handle(struct tfs_kafka_ctx *ctx, const uint8_t
 		return create_topics(ctx, &r, w);
 	case API_DELETE_TOPICS:
 		return delete_topics(ctx, &r, w);
+	case API_DELETE_RECORDS:
+		return tfs__kafka_delete_records(ctx, &r, w);
 	case API_INIT_PRODUCER_ID:
 		return init_producer_id(ctx, &r, w);
 	case API_DESCRIBE_CONFIGS:

@@ -21,7 +21,8 @@ static const char *const names[] = {
 	"listeners", "advertised.listeners", "node.id", "auto.create.topics.enable",
 	"socket.request.max.bytes", "num.partitions", "num.network.threads",
 	"kafka_allow_remote", "queued.max.request.bytes", "sasl.enabled.mechanisms",
-	"kafka_sasl_credentials", "group.initial.rebalance.delay.ms", NULL,
+	"kafka_sasl_credentials", "group.initial.rebalance.delay.ms", "group.max.size",
+	"connection.failed.authentication.delay.ms", NULL,
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
@@ -34,6 +35,8 @@ void tfs_kafka_config_defaults(struct tfs_kafka_config *c)
 	c->threads = TFS_KAFKA_THREADS_DEFAULT;
 	c->sasl_mechanisms = TFS_KAFKA_SASL_PLAIN | TFS_KAFKA_SASL_SCRAM_SHA_256;
 	c->group_initial_rebalance_delay_ms = TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS;
+	c->group_max_size = TFS_KAFKA_GROUP_MAX_SIZE_DEFAULT;
+	c->auth_fail_delay_ms = TFS_KAFKA_AUTH_FAIL_DELAY_MS;
 }
 
 const char *const *tfs_kafka_config_names(void)
@@ -185,6 +188,20 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 		if (!tfs_parse_i64(value, 0, INT32_MAX, &v))
 			return -EINVAL;
 		c->group_initial_rebalance_delay_ms = v;
+		return 0;
+	}
+	if (!strcmp(name, "group.max.size")) {
+		*why = "expected a member count between 1 and 2147483647";
+		if (!tfs_parse_i64(value, 1, INT32_MAX, &v))
+			return -EINVAL;
+		c->group_max_size = (int32_t)v;
+		return 0;
+	}
+	if (!strcmp(name, "connection.failed.authentication.delay.ms")) {
+		*why = "expected milliseconds between 0 and 2147483647";
+		if (!tfs_parse_i64(value, 0, INT32_MAX, &v))
+			return -EINVAL;
+		c->auth_fail_delay_ms = (int32_t)v;
 		return 0;
 	}
 	if (!strcmp(name, "num.network.threads")) {

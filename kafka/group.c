@@ -40,6 +40,7 @@ struct kmember {
 	uint8_t *assignment;
 	size_t assignment_len;
 	int64_t deadline_ms;             /* session expiry (monotonic) */
+	size_t bytes;                    /* what it counts in tfs_kgroups.bytes */
 };
 
 struct kpending {
@@ -48,6 +49,7 @@ struct kpending {
 };
 
 struct kgroup {
+	struct tfs_kgroups *kg;
 	char *id;
 	enum tfs_group_state state;
 	int32_t generation;
@@ -65,6 +67,9 @@ struct tfs_kgroups {
 	struct tfs_kafka *k;
 	struct tfs_groups *store;
 	int64_t initial_delay_ms;
+	int32_t max_size;                /* group.max.size */
+	size_t max_groups;               /* TFS_KGROUP_MAX_GROUPS */
+	size_t bytes;                    /* members' and pending ids' bytes, all groups */
 	pthread_mutex_t lock;
 	struct kgroup **g;
 	size_t n;
@@ -108,12 +113,56 @@ static void member_free(struct kmember *m)
 	free(m);
 }
 
+/* ---- what members cost (tfs_kgroups.bytes, under kg->lock) ---- */
+
+static size_t member_bytes(const struct kmember *m)
+{
+	size_t n = strlen(m->id) + strlen(m->client_id) + strlen(m->client_host) +
+	           (m->instance_id ? strlen(m->instance_id) : 0) + m->assignment_len;
+
+	for (size_t i = 0; i < m->nprotos; i++)
+		n += strlen(m->protos[i].name) + m->protos[i].meta_len;
+	return n;
+}
+
+/* m's size changed (or it is new): counts it again. */
+static void account(struct kgroup *g, struct kmember *m)
+{
+	g->kg->bytes -= m->bytes;
+	m->bytes = member_bytes(m);
+	g->kg->bytes += m->bytes;
+}
+
+static void member_drop(struct kgroup *g, struct kmember *m)
+{
+	g->kg->bytes -= m->bytes;
+	member_free(m);
+}
+
+static void pending_drop(struct kgroup *g, size_t i)
+{
+	g->kg->bytes -= strlen(g->pend[i].id);
+	free(g->pend[i].id);
+	g->pend[i] = g->pend[--g->npend];
+}
+
+/* Whether add more bytes fit in TFS_KGROUP_MAX_STATE_BYTES; logs when not. */
+static bool budget_fits(const struct kgroup *g, size_t add)
+{
+	if (add <= TFS_KGROUP_MAX_STATE_BYTES && g->kg->bytes <= TFS_KGROUP_MAX_STATE_BYTES - add)
+		return true;
+	tfs_log_warn("kafka", "group \"%.64s\": refusing %zu more bytes of member state "
+	             "(all groups hold %zu of at most %d)", g->id, add, g->kg->bytes,
+	             TFS_KGROUP_MAX_STATE_BYTES);
+	return false;
+}
+
 static void group_free(struct kgroup *g)
 {
 	for (size_t i = 0; i < g->nm; i++)
-		member_free(g->m[i]);
-	for (size_t i = 0; i < g->npend; i++)
-		free(g->pend[i].id);
+		member_drop(g, g->m[i]);
+	while (g->npend)
+		pending_drop(g, 0);
 	free(g->m);
 	free(g->pend);
 	free(g->id);
@@ -131,12 +180,38 @@ static struct kgroup *group_find(struct tfs_kgroups *kg, const char *id)
 	return NULL;
 }
 
+/* A group with no members and no pending ids: its state is all in the store. */
+static bool group_idle(const struct kgroup *g)
+{
+	return g->state == TFS_GROUP_EMPTY && g->nm == 0 && g->npend == 0;
+}
+
+/* Drops idle groups from memory (group_add finds their generation again). */
+static void evict_idle(struct tfs_kgroups *kg)
+{
+	for (size_t i = kg->n; i-- > 0;)
+		if (group_idle(kg->g[i])) {
+			struct kgroup *g = kg->g[i];
+			kg->g[i] = kg->g[--kg->n];
+			group_free(g);
+		}
+}
+
+/* NULL for no memory or TFS_KGROUP_MAX_GROUPS busy groups (logged). */
 static struct kgroup *group_add(struct tfs_kgroups *kg, const char *id)
 {
-	struct kgroup **v = realloc(kg->g, (kg->n + 1) * sizeof(*v));
+	struct kgroup **v;
 	struct kgroup *g;
 	struct tfs_group_info info;
 
+	if (kg->n >= kg->max_groups)
+		evict_idle(kg);
+	if (kg->n >= kg->max_groups) {
+		tfs_log_warn("kafka", "refusing group \"%.64s\": %zu groups have members already",
+		             id, kg->max_groups);
+		return NULL;
+	}
+	v = realloc(kg->g, (kg->n + 1) * sizeof(*v));
 	if (!v)
 		return NULL;
 	kg->g = v;
@@ -145,6 +220,7 @@ static struct kgroup *group_add(struct tfs_kgroups *kg, const char *id)
 		free(g);
 		return NULL;
 	}
+	g->kg = kg;
 	g->state = TFS_GROUP_EMPTY;
 	/* generations go on from the stored group record */
 	if (tfs_groups_info(kg->store, id, &info) == 0) {
@@ -175,15 +251,14 @@ static void member_remove(struct kgroup *g, struct kmember *m)
 		free(g->leader);
 		g->leader = NULL;
 	}
-	member_free(m);
+	member_drop(g, m);
 }
 
 static bool pending_take(struct kgroup *g, const char *id)
 {
 	for (size_t i = 0; i < g->npend; i++)
 		if (!strcmp(g->pend[i].id, id)) {
-			free(g->pend[i].id);
-			g->pend[i] = g->pend[--g->npend];
+			pending_drop(g, i);
 			return true;
 		}
 	return false;
@@ -446,6 +521,7 @@ static bool try_complete_join(struct tfs_kgroups *kg, struct kgroup *g, int64_t 
 		free(g->m[i]->assignment);
 		g->m[i]->assignment = NULL;
 		g->m[i]->assignment_len = 0;
+		account(g, g->m[i]);
 		g->m[i]->deadline_ms = now + g->m[i]->session_ms;
 	}
 	g->state = TFS_GROUP_COMPLETING_REBALANCE;
@@ -461,10 +537,8 @@ static void sweep(struct tfs_kgroups *kg, struct kgroup *g, int64_t now)
 	bool removed = false;
 
 	for (size_t i = g->npend; i-- > 0;)
-		if (now >= g->pend[i].deadline_ms) {
-			free(g->pend[i].id);
-			g->pend[i] = g->pend[--g->npend];
-		}
+		if (now >= g->pend[i].deadline_ms)
+			pending_drop(g, i);
 	for (size_t i = g->nm; i-- > 0;) {
 		struct kmember *m = g->m[i];
 		/* a member waiting in JoinGroup is alive (Kafka's shouldKeepAlive) */
@@ -501,6 +575,43 @@ static struct kgroup *lookup(struct tfs_kgroups *kg, const char *id, int64_t now
 }
 
 /* ---- JoinGroup ---- */
+
+/* What a member joining with j costs, its id aside. */
+static size_t join_bytes(const struct tfs_kreq *rq, const struct tfs_kjoin *j)
+{
+	size_t n = rq->client_id.len + strlen(rq->client_host ? rq->client_host : "") +
+	           (j->instance_id ? strlen(j->instance_id) : 0);
+
+	for (size_t i = 0; i < j->nprotos; i++)
+		n += j->protos[i].name.len + j->protos[i].metadata.len;
+	return n;
+}
+
+/* The per-member bounds of group.h; logs what it refuses. */
+static bool join_bounded(const struct tfs_kjoin *j)
+{
+	size_t meta = 0;
+
+	if (j->instance_id && strlen(j->instance_id) > TFS_KGROUP_MAX_INSTANCE_ID_BYTES) {
+		tfs_log_warn("kafka", "group \"%.64s\": refusing a group.instance.id of %zu bytes "
+		             "(at most %d)", j->group, strlen(j->instance_id),
+		             TFS_KGROUP_MAX_INSTANCE_ID_BYTES);
+		return false;
+	}
+	if (j->nprotos > TFS_KGROUP_MAX_PROTOCOLS) {
+		tfs_log_warn("kafka", "group \"%.64s\": refusing a member of %zu protocols (at most "
+		             "%d)", j->group, j->nprotos, TFS_KGROUP_MAX_PROTOCOLS);
+		return false;
+	}
+	for (size_t i = 0; i < j->nprotos; i++)
+		meta += j->protos[i].metadata.len;
+	if (meta > TFS_KGROUP_MAX_METADATA_BYTES) {
+		tfs_log_warn("kafka", "group \"%.64s\": refusing %zu bytes of protocol metadata (at "
+		             "most %d)", j->group, meta, TFS_KGROUP_MAX_METADATA_BYTES);
+		return false;
+	}
+	return true;
+}
 
 void tfs_kjoin_answer_release(struct tfs_kjoin_answer *a)
 {
@@ -627,6 +738,8 @@ int16_t tfs_kgroups_join(struct tfs_kgroups *kg, const struct tfs_kreq *rq,
 		return KE_INVALID_GROUP_ID;
 	if (j->session_ms < TFS_KGROUP_MIN_SESSION_MS || j->session_ms > TFS_KGROUP_MAX_SESSION_MS)
 		return KE_INVALID_SESSION_TIMEOUT;
+	if (!join_bounded(j))
+		return KE_INVALID_REQUEST;
 	pthread_mutex_lock(&kg->lock);
 	g = lookup(kg, j->group, now);
 	if (rq->retry) {
@@ -659,9 +772,20 @@ int16_t tfs_kgroups_join(struct tfs_kgroups *kg, const struct tfs_kreq *rq,
 		err = KE_INCONSISTENT_GROUP_PROTOCOL;
 		goto out;
 	}
+	if (!j->member_id[0] && g->nm + g->npend >= (size_t)kg->max_size) {
+		tfs_log_warn("kafka", "group \"%.64s\" is full: %zu members and %zu pending "
+		             "(group.max.size=%" PRId32 ")", g->id, g->nm, g->npend, kg->max_size);
+		err = KE_GROUP_MAX_SIZE_REACHED;
+		goto out;
+	}
 	if (!j->member_id[0] || (!m && pending_take(g, j->member_id))) {
 		char *id = j->member_id[0] ? dups(j->member_id) : new_member_id(rq->client_id);
 		if (!id) {
+			err = KE_COORDINATOR_NOT_AVAILABLE;
+			goto out;
+		}
+		if (!budget_fits(g, strlen(id) + join_bytes(rq, j))) {
+			free(id);
 			err = KE_COORDINATOR_NOT_AVAILABLE;
 			goto out;
 		}
@@ -675,6 +799,7 @@ int16_t tfs_kgroups_join(struct tfs_kgroups *kg, const struct tfs_kreq *rq,
 			}
 			g->pend = p;
 			g->pend[g->npend++] = (struct kpending){ id, now + j->session_ms };
+			kg->bytes += strlen(id);
 			a->generation = -1;
 			a->protocol = dups("");
 			a->leader = dups("");
@@ -688,6 +813,7 @@ int16_t tfs_kgroups_join(struct tfs_kgroups *kg, const struct tfs_kreq *rq,
 			err = KE_COORDINATOR_NOT_AVAILABLE;
 			goto out;
 		}
+		account(g, m);
 		if (!g->protocol_type || strcmp(g->protocol_type, j->protocol_type)) {
 			free(g->protocol_type);
 			g->protocol_type = dups(j->protocol_type);
@@ -702,12 +828,18 @@ int16_t tfs_kgroups_join(struct tfs_kgroups *kg, const struct tfs_kreq *rq,
 		goto out;
 	}
 	m->deadline_ms = now + m->session_ms;
+	if (!same_protos(m, j) && join_bytes(rq, j) > m->bytes &&
+	    !budget_fits(g, join_bytes(rq, j) - m->bytes)) {
+		err = KE_COORDINATOR_NOT_AVAILABLE;
+		goto out;
+	}
 	switch (g->state) {
 	case TFS_GROUP_PREPARING_REBALANCE:
 		if (set_protos(m, j) < 0) {
 			err = KE_COORDINATOR_NOT_AVAILABLE;
 			break;
 		}
+		account(g, m);
 		err = await_join(kg, g, m, rq, a, park, wake_at_ms);
 		break;
 	case TFS_GROUP_COMPLETING_REBALANCE:
@@ -721,6 +853,7 @@ int16_t tfs_kgroups_join(struct tfs_kgroups *kg, const struct tfs_kreq *rq,
 			err = KE_COORDINATOR_NOT_AVAILABLE;
 			break;
 		}
+		account(g, m);
 		prepare_rebalance(kg, g, now);
 		err = await_join(kg, g, m, rq, a, park, wake_at_ms);
 		tfs__kafka_wake(kg->k);          /* parked syncs learn of the rebalance */
@@ -776,6 +909,13 @@ int16_t tfs_kgroups_sync(struct tfs_kgroups *kg, const struct tfs_kreq *rq, cons
 	*assignment = NULL;
 	*assignment_len = 0;
 	*park = false;
+	for (size_t i = 0; i < nas; i++)
+		if (as[i].assignment.len > TFS_KGROUP_MAX_ASSIGNMENT_BYTES) {
+			tfs_log_warn("kafka", "group \"%.64s\": refusing an assignment of %zu bytes "
+			             "(at most %d)", group, as[i].assignment.len,
+			             TFS_KGROUP_MAX_ASSIGNMENT_BYTES);
+			return KE_INVALID_REQUEST;
+		}
 	pthread_mutex_lock(&kg->lock);
 	g = lookup(kg, group, rq->now_ms);
 	err = member_check(g, member_id, generation, &m);
@@ -787,8 +927,16 @@ int16_t tfs_kgroups_sync(struct tfs_kgroups *kg, const struct tfs_kreq *rq, cons
 		goto out;
 	}
 	if (g->state == TFS_GROUP_COMPLETING_REBALANCE) {
+		bool leader = g->leader && !strcmp(g->leader, m->id);
+		size_t add = 0;
+		for (size_t i = 0; leader && i < nas; i++)
+			add += as[i].assignment.len;
+		if (leader && !budget_fits(g, add)) {
+			err = KE_COORDINATOR_NOT_AVAILABLE;
+			goto out;
+		}
 		m->synced = true;
-		if (g->leader && !strcmp(g->leader, m->id)) {
+		if (leader) {
 			for (size_t i = 0; i < nas; i++) {
 				char *id = dupn(as[i].member_id.p, as[i].member_id.len);
 				struct kmember *t = id ? member_find(g, id) : NULL;
@@ -800,6 +948,7 @@ int16_t tfs_kgroups_sync(struct tfs_kgroups *kg, const struct tfs_kreq *rq, cons
 				t->assignment_len = t->assignment ? as[i].assignment.len : 0;
 				if (t->assignment)
 					memcpy(t->assignment, as[i].assignment.p, as[i].assignment.len);
+				account(g, t);
 			}
 			if (store_record(kg, g) < 0) {
 				/* Kafka: the write failed, so the generation starts over */
@@ -807,6 +956,7 @@ int16_t tfs_kgroups_sync(struct tfs_kgroups *kg, const struct tfs_kreq *rq, cons
 					free(g->m[i]->assignment);
 					g->m[i]->assignment = NULL;
 					g->m[i]->assignment_len = 0;
+					account(g, g->m[i]);
 				}
 				prepare_rebalance(kg, g, rq->now_ms);
 				tfs__kafka_wake(kg->k);
@@ -1049,13 +1199,32 @@ static void *timer_main(void *arg)
 			break;
 		for (size_t i = 0; i < kg->n; i++)
 			sweep(kg, kg->g[i], tfs_mono_ms());
+		evict_idle(kg);
 	}
 	pthread_mutex_unlock(&kg->lock);
 	return NULL;
 }
 
+size_t tfs_kgroups_count(struct tfs_kgroups *kg, size_t *state_bytes)
+{
+	size_t n;
+
+	pthread_mutex_lock(&kg->lock);
+	n = kg->n;
+	*state_bytes = kg->bytes;
+	pthread_mutex_unlock(&kg->lock);
+	return n;
+}
+
+void tfs__kgroups_set_max_groups(struct tfs_kgroups *kg, size_t n)
+{
+	pthread_mutex_lock(&kg->lock);
+	kg->max_groups = n < TFS_KGROUP_MAX_GROUPS ? n : TFS_KGROUP_MAX_GROUPS;
+	pthread_mutex_unlock(&kg->lock);
+}
+
 int tfs_kgroups_create(struct tfs_kafka *k, struct tfs_groups *store, int64_t initial_delay_ms,
-                       struct tfs_kgroups **out)
+                       int32_t max_size, struct tfs_kgroups **out)
 {
 	struct tfs_kgroups *kg = calloc(1, sizeof(*kg));
 	int rc;
@@ -1066,6 +1235,8 @@ int tfs_kgroups_create(struct tfs_kafka *k, struct tfs_groups *store, int64_t in
 	kg->k = k;
 	kg->store = store;
 	kg->initial_delay_ms = initial_delay_ms;
+	kg->max_size = max_size > 0 ? max_size : TFS_KGROUP_MAX_SIZE_DEFAULT;
+	kg->max_groups = TFS_KGROUP_MAX_GROUPS;
 	pthread_mutex_init(&kg->lock, NULL);
 	pthread_cond_init(&kg->cond, NULL);
 	rc = -pthread_create(&kg->timer, NULL, timer_main, kg);

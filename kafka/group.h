@@ -50,15 +50,42 @@ enum {
 	KE_NON_EMPTY_GROUP = 68,
 	KE_GROUP_ID_NOT_FOUND = 69,
 	KE_MEMBER_ID_REQUIRED = 79,
+	KE_INVALID_REQUEST = 42,
+	KE_GROUP_MAX_SIZE_REACHED = 81,
 };
 
 #define TFS_KGROUP_MIN_SESSION_MS 6000        /* group.min.session.timeout.ms */
 #define TFS_KGROUP_MAX_SESSION_MS 1800000     /* group.max.session.timeout.ms */
 #define TFS_KGROUP_INITIAL_DELAY_MS 3000      /* group.initial.rebalance.delay.ms */
 
-/* initial_delay_ms: group.initial.rebalance.delay.ms. Caller owns *out. */
+/* What clients can make the coordinator hold (docs/kafka.md, "Consumer
+ * groups"). Kafka bounds none of these but group.max.size (default 2^31-1) and,
+ * through message.max.bytes, the group record a SyncGroup stores; a mount
+ * daemon shares its memory with the filesystem, so each is bounded here:
+ *   members and pending member ids of one group: group.max.size, else
+ *     GROUP_MAX_SIZE_REACHED;
+ *   protocols one member names, and the bytes of their metadata; the bytes of
+ *     one member's assignment; a group.instance.id's length: else INVALID_REQUEST;
+ *   groups held in memory at once (a group without members or pending ids is
+ *     dropped from memory; its record stays in the store), and the bytes of all
+ *     members' ids, metadata and assignments together: else
+ *     COORDINATOR_NOT_AVAILABLE, which clients retry. */
+#define TFS_KGROUP_MAX_SIZE_DEFAULT 1000          /* group.max.size */
+#define TFS_KGROUP_MAX_PROTOCOLS 64
+#define TFS_KGROUP_MAX_METADATA_BYTES (1024 * 1024)   /* Kafka's message.max.bytes */
+#define TFS_KGROUP_MAX_ASSIGNMENT_BYTES (1024 * 1024)
+#define TFS_KGROUP_MAX_INSTANCE_ID_BYTES 249      /* as Kafka's clients check it */
+#define TFS_KGROUP_MAX_GROUPS 10000
+#define TFS_KGROUP_MAX_STATE_BYTES (256 * 1024 * 1024)
+
+/* initial_delay_ms: group.initial.rebalance.delay.ms; max_size: group.max.size
+ * (>= 1). Caller owns *out. */
 int tfs_kgroups_create(struct tfs_kafka *k, struct tfs_groups *store, int64_t initial_delay_ms,
-                       struct tfs_kgroups **out);
+                       int32_t max_size, struct tfs_kgroups **out);
+/* Groups held in memory, and the bytes their members hold (tests, logs). */
+size_t tfs_kgroups_count(struct tfs_kgroups *kg, size_t *state_bytes);
+/* Tests: hold at most n (<= TFS_KGROUP_MAX_GROUPS) busy groups. */
+void tfs__kgroups_set_max_groups(struct tfs_kgroups *kg, size_t n);
 void tfs_kgroups_destroy(struct tfs_kgroups *kg);    /* NULL ok */
 
 /* Where a parked request comes from, so its retries find their member. */

@@ -41,6 +41,9 @@ struct tfs_kafka;
  * its clients can make it buffer by default, to one largest request's worth */
 #define TFS_KAFKA_QUEUED_MAX_DEFAULT (100 * 1024 * 1024)
 #define TFS_KAFKA_INITIAL_REBALANCE_DELAY_MS 3000  /* group.initial.rebalance.delay.ms */
+/* group.max.size: Kafka's default is 2^31-1; a mount bounds one group's members */
+#define TFS_KAFKA_GROUP_MAX_SIZE_DEFAULT 1000
+#define TFS_KAFKA_AUTH_FAIL_DELAY_MS 100   /* connection.failed.authentication.delay.ms */
 
 enum {
 	TFS_KAFKA_SASL_PLAIN = 1,          /* RFC 4616 */
@@ -69,6 +72,10 @@ struct tfs_kafka_config {
 	                                    * principals (docs/kafka.md, SASL) */
 	int64_t group_initial_rebalance_delay_ms;  /* how long a new group waits for
 	                                    * more members before its first generation */
+	int32_t group_max_size;            /* group.max.size: members (and pending member
+	                                    * ids) of one group */
+	int32_t auth_fail_delay_ms;        /* connection.failed.authentication.delay.ms:
+	                                    * how long a SASL failure waits for its answer */
 };
 
 void tfs_kafka_config_defaults(struct tfs_kafka_config *c);
@@ -95,6 +102,10 @@ struct tfs_kafka_hooks {
 	void (*topic_deleted)(void *arg, struct tfs_topic *t);
 	/* A client changed the topic's config (AlterConfigs, IncrementalAlterConfigs). */
 	void (*config_changed)(void *arg, struct tfs_topic *t);
+	/* DeleteRecords: these keys of the partition had no record left (their files
+	 * vanished without a tombstone). */
+	void (*records_deleted)(void *arg, struct tfs_topic *t, int32_t partition,
+	                        const struct tfs_slice *keys, size_t n);
 };
 
 /* Reads or creates DATA_DIR/meta.properties, binds the listener and starts its

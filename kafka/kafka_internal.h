@@ -142,6 +142,11 @@ struct tfs_kafka_sasl {
 	const struct tfs_kafka_cred *cred;  /* SCRAM: the principal of client-first */
 	size_t nonce_len;                   /* SCRAM: of the combined nonce */
 	char *client_first_bare, *server_first;     /* SCRAM: owned, for AuthMessage */
+	struct tfs_kafka_cred *mock;        /* SCRAM: an unknown principal's stand-in
+	                                     * (sasl.c), owned; never authenticates */
+	int64_t fail_due_ms;                /* a failure is answered (or, raw, closes the
+	                                     * connection) at this time; 0: none due */
+	bool fail_raw;                      /* that failure was of a bare token */
 };
 
 /* Loads the credentials file (sasl.c says its format and the modes it must
@@ -290,6 +295,10 @@ struct tfs_topic *tfs__kafka_topic_get(struct tfs_kafka_ctx *ctx, const char *na
  * (4 read, 2 write, 1 search bits) on the topic / on the root. */
 bool tfs__kafka_may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int want);
 bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want);
+
+/* ---- api_records.c: DeleteRecords ---- */
+enum tfs_kafka_verdict tfs__kafka_delete_records(struct tfs_kafka_ctx *ctx, struct kr *r,
+                                                 struct kw *w);
 
 /* ---- api_admin.c: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs ---- */
 enum tfs_kafka_verdict tfs__kafka_describe_configs(struct tfs_kafka_ctx *ctx, struct kr *r,

@@ -35,7 +35,18 @@
  * credentials": a client cannot tell an unknown principal from a wrong
  * password), a log line with the principal and the cause, never the password,
  * and comparisons of keys in constant time (CRYPTO_memcmp). An unknown
- * principal costs the same PBKDF2 as a known one.
+ * principal costs the same PBKDF2 as a known one, and SCRAM does not tell it
+ * either: its client-first gets a server-first as a known principal's would,
+ * with a salt and keys derived from a secret of the credentials file and the
+ * name (HMAC-SHA-256; the same name gets the same salt every time, two names
+ * different ones) and the file's first iteration count and salt length, and it
+ * fails at the client-final, as a wrong password does (RFC 5802 section 9's
+ * advice against user enumeration).
+ *
+ * A failed authentication is answered connection.failed.authentication.delay.ms
+ * late (default 100, Kafka's): the connection parks as a long-poll Fetch does,
+ * so the loop serves every other connection meanwhile, and a client guessing
+ * passwords gets one answer per delay per connection.
  *
  * Threads: a connection's state is its loop's; the credentials are immutable
  * after tfs__kafka_creds_load.
@@ -84,7 +95,12 @@ struct tfs_kafka_cred {
 struct tfs_kafka_creds {
 	struct tfs_kafka_cred *c;
 	size_t n;
+	uint8_t mock_secret[KEY_BYTES];  /* SHA-256 of every server key: what the
+	                                  * stand-ins of unknown principals come from */
 };
+
+#define MOCK_LABEL "topicfs SCRAM stand-in"
+
 
 /* ---- base64 (OpenSSL's codec, with its padding handled) ---- */
 
@@ -273,6 +289,23 @@ int tfs__kafka_creds_parse(char *text, const char *path, struct tfs_kafka_creds 
 		tfs_log_error("kafka", "%s: no principal: nobody could connect", path);
 		rc = -EINVAL;
 	}
+	if (rc == 0) {
+		/* secret to a client (it needs every server key), stable while the
+		 * file's principals are */
+		size_t blen = sizeof(MOCK_LABEL) + cs->n * KEY_BYTES;
+		uint8_t *b = malloc(blen);
+		if (!b) {
+			rc = -ENOMEM;
+		} else {
+			memcpy(b, MOCK_LABEL, sizeof(MOCK_LABEL));
+			for (size_t i = 0; i < cs->n; i++)
+				memcpy(b + sizeof(MOCK_LABEL) + i * KEY_BYTES, cs->c[i].server_key,
+				       KEY_BYTES);
+			SHA256(b, blen, cs->mock_secret);
+			OPENSSL_cleanse(b, blen);
+			free(b);
+		}
+	}
 	if (rc < 0) {
 		tfs__kafka_creds_free(cs);
 		return rc;
@@ -345,6 +378,7 @@ void tfs__kafka_creds_free(struct tfs_kafka_creds *cs)
 		return;
 	if (cs->c)
 		OPENSSL_cleanse(cs->c, cs->n * sizeof(*cs->c));
+	OPENSSL_cleanse(cs->mock_secret, sizeof(cs->mock_secret));
 	free(cs->c);
 	free(cs);
 }
@@ -362,7 +396,9 @@ void tfs__kafka_sasl_release(struct tfs_kafka_sasl *s)
 	if (s) {
 		free(s->client_first_bare);
 		free(s->server_first);
+		free(s->mock);
 		s->client_first_bare = s->server_first = NULL;
+		s->mock = NULL;
 	}
 }
 
@@ -370,8 +406,8 @@ bool tfs__kafka_sasl_allows(const struct tfs_kafka_sasl *s, int16_t api_key)
 {
 	if (!s || s->state == SASL_OFF || s->state == SASL_DONE)
 		return true;
-	if (s->state == SASL_FAILED)
-		return false;
+	if (s->state == SASL_FAILED)            /* but its answer, parked */
+		return s->fail_due_ms && api_key == API_SASL_AUTHENTICATE;
 	return api_key == API_API_VERSIONS || api_key == API_SASL_HANDSHAKE ||
 	       api_key == API_SASL_AUTHENTICATE;
 }
@@ -401,7 +437,10 @@ static void fail(struct tfs_kafka_ctx *ctx, const char *mech, const char *who, s
 
 	log_name(who, wlen, name);
 	tfs_log_warn("kafka", "SASL %s authentication of '%s' failed: %s", mech, name, why);
+	ctx->sasl->fail_raw = ctx->sasl->state == SASL_RAW;
 	ctx->sasl->state = SASL_FAILED;
+	if (ctx->k->cfg.auth_fail_delay_ms > 0)
+		ctx->sasl->fail_due_ms = ctx->now_ms + ctx->k->cfg.auth_fail_delay_ms;
 	tfs__kafka_sasl_release(ctx->sasl);
 }
 
@@ -414,12 +453,31 @@ static void succeed(struct tfs_kafka_ctx *ctx, const struct tfs_kafka_cred *c, c
 	             mech, (int)c->user.uid);
 }
 
-/* A dummy credential, so that an unknown principal costs one PBKDF2 too. */
-static const struct tfs_kafka_cred *decoy(void)
+/* The stand-in of the unknown principal name: a salt and keys no password
+ * gives (HMACs of the creds' secret), the iterations and salt length of the
+ * first principal, no user. */
+static void mock_of(const struct tfs_kafka_creds *cs, const char *name, size_t n,
+                    struct tfs_kafka_cred *out)
 {
-	static const struct tfs_kafka_cred d = { .salt = { 0 }, .salt_len = 16,
-	                                         .iterations = ITER_MIN };
-	return &d;
+	/* one letter says which, then the name: "s" salt, "k" StoredKey, "v" ServerKey */
+	static const char what[] = "skv";
+	uint8_t *to[] = { out->salt, out->stored_key, out->server_key };
+	uint8_t msg[1 + TOKEN_MAX], d[KEY_BYTES];
+
+	memset(out, 0, sizeof(*out));
+	n = n < TOKEN_MAX ? n : TOKEN_MAX;
+	snprintf(out->principal, sizeof(out->principal), "%.*s", (int)n, name);
+	out->iterations = cs->n ? cs->c[0].iterations : ITER_MIN;
+	out->salt_len = cs->n ? cs->c[0].salt_len : KEY_BYTES;
+	memcpy(msg + 1, name, n);
+	for (size_t i = 0; i < sizeof(to) / sizeof(*to); i++) {
+		msg[0] = (uint8_t)what[i];
+		hmac(cs->mock_secret, KEY_BYTES, msg, 1 + n, d);
+		/* a salt longer than one digest repeats it: still only the name's */
+		for (size_t k = 0; k < (i == 0 ? out->salt_len : KEY_BYTES); k++)
+			to[i][k] = d[k % KEY_BYTES];
+	}
+	OPENSSL_cleanse(d, sizeof(d));
 }
 
 /* PLAIN: [authzid] NUL authcid NUL passwd, authzid empty or the authcid. */
@@ -427,6 +485,7 @@ static int plain_step(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len)
 {
 	const char *p = (const char *)in, *z1 = memchr(p, '\0', len), *z2;
 	const struct tfs_kafka_cred *c;
+	struct tfs_kafka_cred stand_in;
 	uint8_t key[KEY_BYTES];
 	size_t ulen, zlen;
 	bool ok;
@@ -438,9 +497,14 @@ static int plain_step(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len)
 	zlen = (size_t)(z1 - p);
 	ulen = (size_t)(z2 - z1 - 1);
 	c = cred_find(ctx->k->creds, z1 + 1, ulen);
-	ok = stored_key_of(z2 + 1, len - (size_t)(z2 + 1 - p), c ? c : decoy(), key) == 0;
-	ok = ok && c && CRYPTO_memcmp(key, c->stored_key, KEY_BYTES) == 0;
+	if (!c)
+		mock_of(ctx->k->creds, z1 + 1, ulen, &stand_in);
+	ok = stored_key_of(z2 + 1, len - (size_t)(z2 + 1 - p), c ? c : &stand_in, key) == 0;
+	ok = ok && CRYPTO_memcmp(key, c ? c->stored_key : stand_in.stored_key, KEY_BYTES) == 0;
+	ok = ok && c;
 	OPENSSL_cleanse(key, sizeof(key));
+	if (!c)
+		OPENSSL_cleanse(&stand_in, sizeof(stand_in));
 	if (ok && zlen && (zlen != ulen || memcmp(p, z1 + 1, ulen))) {
 		fail(ctx, "PLAIN", z1 + 1, ulen, "an authorization id other than the principal");
 		return -1;
@@ -539,8 +603,13 @@ static int scram_first(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len,
 	}
 	c = cred_find(ctx->k->creds, user, ulen);
 	if (!c) {
-		fail(ctx, "SCRAM-SHA-256", user, ulen, "unknown principal");
-		return -1;
+		/* answered as a known one; fails at client-final */
+		if (!(s->mock = malloc(sizeof(*s->mock)))) {
+			fail(ctx, "SCRAM-SHA-256", user, ulen, "out of memory");
+			return -1;
+		}
+		mock_of(ctx->k->creds, user, ulen, s->mock);
+		c = s->mock;
 	}
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		fail(ctx, "SCRAM-SHA-256", user, ulen, "no random nonce");
@@ -614,7 +683,7 @@ static int scram_final(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len,
 	for (int i = 0; i < KEY_BYTES; i++)
 		client_key[i] = got[i] ^ sig[i];
 	SHA256(client_key, KEY_BYTES, stored);
-	ok = CRYPTO_memcmp(stored, c->stored_key, KEY_BYTES) == 0;
+	ok = CRYPTO_memcmp(stored, c->stored_key, KEY_BYTES) == 0 && c != s->mock;
 	if (ok) {
 		char v64[B64_LEN(KEY_BYTES) + 1];
 		hmac(c->server_key, KEY_BYTES, msg, (size_t)w, sig);
@@ -624,7 +693,8 @@ static int scram_final(struct tfs_kafka_ctx *ctx, const uint8_t *in, size_t len,
 	OPENSSL_cleanse(client_key, sizeof(client_key));
 	free(msg);
 	if (!ok) {
-		fail(ctx, "SCRAM-SHA-256", c->principal, strlen(c->principal), "wrong password");
+		fail(ctx, "SCRAM-SHA-256", c->principal, strlen(c->principal),
+		     c == s->mock ? "unknown principal" : "wrong password");
 		return -1;
 	}
 	succeed(ctx, c, "SCRAM-SHA-256");
@@ -716,12 +786,25 @@ enum tfs_kafka_verdict tfs__kafka_sasl_authenticate(struct tfs_kafka_ctx *ctx, s
 	kr_tags(r);
 	if (r->bad || kr_left(r))
 		return KAFKA_CLOSE;
-	if (!s || s->state != SASL_WANT_AUTHENTICATE) {
+	if (s && s->fail_due_ms) {
+		/* the failure this request met, parked: answered once it is due */
+		if (ctx->now_ms < s->fail_due_ms) {
+			ctx->wake_at_ms = s->fail_due_ms;
+			return KAFKA_PARK;
+		}
+		s->fail_due_ms = 0;
+		err = E_SASL_AUTHENTICATION_FAILED;
+		msg = "Authentication failed: invalid credentials";
+	} else if (!s || s->state != SASL_WANT_AUTHENTICATE) {
 		err = E_ILLEGAL_SASL_STATE;
 		msg = "SaslAuthenticate without a SaslHandshake v1 first";
 		if (s && s->state != SASL_OFF && s->state != SASL_DONE)
 			s->state = SASL_FAILED;
 	} else if (step(ctx, null ? NULL : in.p, in.len, out, sizeof(out), &out_len) < 0) {
+		if (s->fail_due_ms) {
+			ctx->wake_at_ms = s->fail_due_ms;
+			return KAFKA_PARK;
+		}
 		err = E_SASL_AUTHENTICATION_FAILED;
 		msg = "Authentication failed: invalid credentials";
 	}
@@ -743,7 +826,7 @@ enum tfs_kafka_verdict tfs__kafka_sasl_authenticate(struct tfs_kafka_ctx *ctx, s
 
 bool tfs__kafka_sasl_raw(const struct tfs_kafka_sasl *s)
 {
-	return s && s->state == SASL_RAW;
+	return s && (s->state == SASL_RAW || (s->fail_due_ms && s->fail_raw));
 }
 
 enum tfs_kafka_verdict tfs__kafka_sasl_raw_token(struct tfs_kafka_ctx *ctx, const uint8_t *tok,
@@ -751,9 +834,16 @@ enum tfs_kafka_verdict tfs__kafka_sasl_raw_token(struct tfs_kafka_ctx *ctx, cons
 {
 	char out[TOKEN_MAX];
 	size_t out_len = 0;
+	struct tfs_kafka_sasl *s = ctx->sasl;
 
-	if (step(ctx, tok, len, out, sizeof(out), &out_len) < 0)
-		return KAFKA_CLOSE;             /* Kafka closes the connection */
+	if (s->fail_due_ms && ctx->now_ms >= s->fail_due_ms)
+		return KAFKA_CLOSE;             /* the failure's delay is over */
+	if (s->fail_due_ms || step(ctx, tok, len, out, sizeof(out), &out_len) < 0) {
+		if (!s->fail_due_ms)
+			return KAFKA_CLOSE;     /* Kafka closes the connection */
+		ctx->wake_at_ms = s->fail_due_ms;
+		return KAFKA_PARK;
+	}
 	w->flex = false;
 	kw_bytes(w, out, out_len);              /* int32 size + token, no header */
 	return KAFKA_REPLY;

@@ -833,7 +833,7 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 	}
 	/* before the loops, which hand it requests */
 	rc = tfs_kgroups_create(k, tfs_engine_groups(e), k->cfg.group_initial_rebalance_delay_ms,
-	                        &k->groups);
+	                        k->cfg.group_max_size, &k->groups);
 	if (rc < 0) {
 		tfs_log_error("kafka", "cannot start the group coordinator: %s", tfs_strerror(rc));
 		goto fail;

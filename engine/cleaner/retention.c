@@ -8,7 +8,10 @@
  * modification time if it has none) is more than retention.ms before now. By size:
  * while the log without the segment is still at least retention.bytes. The prefix
  * is the longer of the two. The active segment belongs to it when it holds records
- * and the rule reaches it; an empty active segment never does.
+ * and the rule reaches it; an empty active segment never does. Whatever the
+ * policy (compact too), the segments wholly below a log start offset that
+ * DeleteRecords moved (engine/log/plog_start.c) belong to it as well, as in
+ * Kafka's deleteLogStartOffsetBreachedSegments.
  *
  * How: as the group-commit leader. When the prefix is the whole log, first roll
  * (Kafka does the same: a log always keeps a segment), so that a fresh, empty active
@@ -35,12 +38,18 @@
  * active segment goes too. Under the partition's lock (tfs__plog_with_segments)
  * or as the leader (the active segment's size and timestamps move). */
 static int deletable_prefix(const struct tfs_seglist *l, const struct tfs_topic_config *cfg,
-                            int64_t now_ms)
+                            int64_t now_ms, tfs_offset_t start, tfs_offset_t end)
 {
-	int eligible = l->count, by_time = 0, by_size = 0;
+	int eligible = l->count, by_time = 0, by_size = 0, by_start = 0;
 
 	if (tfs_segment_size(l->seg[l->count - 1]) == 0)
 		eligible--;                    /* an empty active segment stays */
+	/* a segment ends where the next begins; the last at the log end */
+	while (by_start < eligible &&
+	       (by_start + 1 < l->count ? l->seg[by_start + 1]->base_offset : end) <= start)
+		by_start++;
+	if (!(cfg->cleanup_policy & TFS_POLICY_DELETE))
+		return by_start;
 	if (cfg->retention_ms >= 0)
 		while (by_time < eligible &&
 		       now_ms - tfs_segment_largest_timestamp(l->seg[by_time]) > cfg->retention_ms)
@@ -52,13 +61,16 @@ static int deletable_prefix(const struct tfs_seglist *l, const struct tfs_topic_
 		while (by_size < eligible && diff - tfs_segment_size(l->seg[by_size]) >= 0)
 			diff -= tfs_segment_size(l->seg[by_size++]);
 	}
-	return by_time > by_size ? by_time : by_size;
+	if (by_size > by_time)
+		by_time = by_size;
+	return by_start > by_time ? by_start : by_time;
 }
 
 struct retention_arg {
 	const struct tfs_topic_config *cfg;
 	int64_t now_ms;
 	struct tfs__retention_result *out;
+	tfs_offset_t start, end;          /* the log's bounds, for the first look */
 };
 
 /* Under the partition's read lock: how many segments would go, and the log start
@@ -68,7 +80,7 @@ static int first_look(const struct tfs_seglist *l, void *varg)
 	struct retention_arg *a = varg;
 
 	a->out->log_start = l->seg[0]->base_offset;
-	return deletable_prefix(l, a->cfg, a->now_ms);
+	return deletable_prefix(l, a->cfg, a->now_ms, a->start, a->end);
 }
 
 static int retention_exclusive(struct tfs_plog *pl, void *varg)
@@ -76,9 +88,12 @@ static int retention_exclusive(struct tfs_plog *pl, void *varg)
 	struct retention_arg *a = varg;
 	const struct tfs_seglist *cur = tfs__plog_exclusive_segments(pl);
 	struct tfs_seglist *nl, *prev;
-	tfs_offset_t below;
+	tfs_offset_t below, start, end;
 	size_t removed;
-	int k = deletable_prefix(cur, a->cfg, a->now_ms), rc = 0, dirfd;
+	int k, rc = 0, dirfd;
+
+	tfs__plog_bounds(pl, &start, &end);
+	k = deletable_prefix(cur, a->cfg, a->now_ms, start, end);
 
 	if (k == 0)
 		return 0;
@@ -129,14 +144,14 @@ out:
 int tfs__retention_apply(struct tfs_plog *pl, const struct tfs_topic_config *cfg, int64_t now_ms,
                          struct tfs__retention_result *out)
 {
-	struct retention_arg a = { cfg, now_ms, out };
+	struct retention_arg a = { .cfg = cfg, .now_ms = now_ms, .out = out };
 	int k;
 
 	memset(out, 0, sizeof(*out));
-	if (!(cfg->cleanup_policy & TFS_POLICY_DELETE) ||
-	    (cfg->retention_ms < 0 && cfg->retention_bytes < 0) || tfs__plog_env(pl)->read_only)
+	if (tfs__plog_env(pl)->read_only)
 		return 0;
 	/* cheap look first: only lead the append queue when something goes */
+	tfs__plog_bounds(pl, &a.start, &a.end);
 	k = tfs__plog_with_segments(pl, first_look, &a);
 	if (k == 0)
 		return 0;

@@ -454,8 +454,9 @@ int tfs_plog_lag(struct tfs_plog *pl, tfs_offset_t position, struct tfs_lag *out
 	memset(out, 0, sizeof(*out));
 	out->first_offset = TFS_OFFSET_NONE;
 	out->first_timestamp = -1;
-	if (position < 0)
-		position = 0;
+	tfs_plog_stats(pl, &st);
+	if (position < st.log_start_offset)
+		position = st.log_start_offset;   /* what DeleteRecords or retention removed */
 	rc = count_from(pl, position, &c);
 	out->lag_records = c.counted;
 	if (rc == 0 && out->lag_records > 0)

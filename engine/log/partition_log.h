@@ -34,7 +34,8 @@
  * Every FLUSH_AHEAD_BYTES of non-durable appends start a background fdatasync of
  * the active segment (segment.h), so that rolls and syncs wait for little.
  *
- * Lock order (the only place it is written): topic registry lock (engine.c) ->
+ * Lock order (the only place it is written): the engine's log-start lock
+ * (engine.c, tfs_engine_delete_records) -> topic registry lock (engine.c) ->
  * topic lock -> cleaner checkpoint-file lock -> cleaner manager lock
  * (cleaner_manager.c; never held while calling into a partition log) ;
  * pl->q_lock (group-commit queue) -> pl->lock (rwlock: key directory, segment
@@ -77,6 +78,19 @@ struct tfs_plog_env {
  * indexes, and rebuilds the key directory. Caller owns *out; tfs_plog_close. */
 int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
                   struct tfs_plog **out);
+/* DeleteRecords in memory (plog_start.c): moves the log start offset up to
+ * offset, at most log_end_offset; records below it are gone for every reader
+ * (cursors, reads by offset, fetches), and every key whose newest record is
+ * below it leaves the key directory (no tombstone: nothing is appended). Then
+ * gone (if not NULL) is called with those keys, holding no lock. *start gets the
+ * log start offset after (unchanged when offset is not above it). Segments wholly
+ * below it are left to retention. Persisting it is the engine's
+ * (tfs_engine_delete_records). 0, -ERANGE for an offset past the log end, or
+ * -ENOMEM (nothing changed). */
+int tfs_plog_delete_below(struct tfs_plog *pl, tfs_offset_t offset,
+                          void (*gone)(void *arg, const struct tfs_slice *keys, size_t n),
+                          void *arg, tfs_offset_t *start);
+
 /* Seals nothing, writes the active segment's indexes, fsyncs, frees. NULL ok. */
 void tfs_plog_close(struct tfs_plog *pl);
 /* fn(arg, pl) is called after each group of appends is published (readers see

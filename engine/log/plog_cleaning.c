@@ -37,6 +37,14 @@ int tfs__plog_with_segments(struct tfs_plog *pl, int (*fn)(const struct tfs_segl
 	return rc;
 }
 
+void tfs__plog_bounds(struct tfs_plog *pl, tfs_offset_t *start, tfs_offset_t *end)
+{
+	pthread_rwlock_rdlock(&pl->lock);
+	*start = tfs__plog_start(pl);
+	*end = pl->end_offset;
+	pthread_rwlock_unlock(&pl->lock);
+}
+
 void tfs__plog_config(struct tfs_plog *pl, struct tfs_topic_config *out)
 {
 	pthread_rwlock_rdlock(&pl->lock);

@@ -69,6 +69,10 @@ struct tfs_seglist *tfs__plog_snapshot(struct tfs_plog *pl, tfs_offset_t *end_of
  * without the lock, cannot give. fn must not call into pl. Returns fn's result. */
 int tfs__plog_with_segments(struct tfs_plog *pl, int (*fn)(const struct tfs_seglist *l, void *arg),
                             void *arg);
+/* The log start offset (at least the first segment's base; DeleteRecords moves it
+ * inside a segment) and the log end offset, read together under the partition's
+ * read lock. Not from fn of tfs__plog_with_segments. */
+void tfs__plog_bounds(struct tfs_plog *pl, tfs_offset_t *start, tfs_offset_t *end);
 /* Releases a reference; the last one drops the list's references to its segments.
  * Takes NULL. */
 void tfs__seglist_put(struct tfs_seglist *l);

@@ -84,8 +84,8 @@ static int fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, bool 
 	if (idx < 0)
 		idx = 0;
 	pos = tfs_segment_lookup(l->seg[idx], from);
+	out->log_start = tfs__plog_start(pl);
 	pthread_rwlock_unlock(&pl->lock);
-	out->log_start = l->seg[0]->base_offset;
 	out->next = from;
 	if (from < out->log_start || from > out->high_watermark) {
 		tfs__seglist_put(l);

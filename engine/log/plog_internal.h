@@ -71,10 +71,22 @@ struct tfs_plog {
 	void (*append_hook)(void *arg, struct tfs_plog *pl);    /* set before sharing */
 	void *append_hook_arg;
 	bool internal;                  /* tfs_plog_set_internal: set before sharing */
+	/* The log start offset DeleteRecords moved (plog_start.c), under pl->lock;
+	 * 0 until then. The log starts at the larger of it and seg[0]'s base. */
+	tfs_offset_t deleted_below;
 };
 
 /* The segment list (struct tfs_seglist, tfs__seglist_put, tfs__seglist_find,
  * tfs__plog_dir_open: plog_cleaning.h). */
+
+/* The log start offset: records below it are gone for every reader. Under
+ * pl->lock (either mode), of pl->segs. */
+static inline tfs_offset_t tfs__plog_start(const struct tfs_plog *pl)
+{
+	tfs_offset_t base = pl->segs->seg[0]->base_offset;
+	return pl->deleted_below > base ? pl->deleted_below : base;
+}
+
 struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */
 struct tfs_seglist *tfs__seglist_alloc(int count);
 

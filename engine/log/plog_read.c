@@ -116,6 +116,10 @@ static int cursor_open(struct tfs_plog *pl, tfs_offset_t from, size_t chunk,
 		return -ENOMEM;
 	c->pl = pl;
 	c->list = tfs__seglist_get(pl);
+	pthread_rwlock_rdlock(&pl->lock);
+	if (from < pl->deleted_below)
+		from = pl->deleted_below;       /* records below the log start are gone */
+	pthread_rwlock_unlock(&pl->lock);
 	c->from = from;
 	c->win.chunk = chunk;
 	tfs_record_iter_init(&c->it);
@@ -267,8 +271,15 @@ void tfs_record_copy_release(struct tfs_record_copy *rc)
 int tfs_plog_read_offset(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_record_copy *out)
 {
 	struct tfs_plog_window *w = NULL;
-	int rc = tfs_plog_window_read(pl, offset, &w);
+	tfs_offset_t start;
+	int rc;
 
+	pthread_rwlock_rdlock(&pl->lock);
+	start = pl->deleted_below;
+	pthread_rwlock_unlock(&pl->lock);
+	if (offset < start)
+		return -ENOENT;                 /* below the log start: gone */
+	rc = tfs_plog_window_read(pl, offset, &w);
 	if (rc == 0)
 		rc = tfs_plog_window_copy(w, offset, out);
 	tfs_plog_window_free(w);
@@ -411,7 +422,7 @@ void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
 	memset(st, 0, sizeof(*st));
 	pthread_rwlock_rdlock(&pl->lock);
 	l = pl->segs;
-	st->log_start_offset = l->seg[0]->base_offset;
+	st->log_start_offset = tfs__plog_start(pl);
 	st->log_end_offset = pl->end_offset;
 	st->segments = l->count;
 	for (int i = 0; i < l->count; i++)

@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tfs__kafka_sasl_init(&sasl, k.cfg.sasl);
 	if (k.cfg.sasl)
 		peer = (struct tfs_kafka_peer){ .uid = (uid_t)-1, .gid = (gid_t)-1 };
-	FZ_CHECK(tfs_kgroups_create(&k, tfs_engine_groups(mount->engine), 0, &k.groups) == 0,
+	FZ_CHECK(tfs_kgroups_create(&k, tfs_engine_groups(mount->engine), 0, 0, &k.groups) == 0,
 	         "group coordinator");
 
 	for (int f = 0; f < FRAMES_MAX && in.len > 0; f++) {

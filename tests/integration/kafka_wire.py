@@ -243,6 +243,64 @@ def scram_credential(principal, user, password, salt=None, iterations=4096):
         principal, user, b(salt), b(stored), b(server), iterations)
 
 
+def join_group(s, group, member, protos, instance=None, corr=11):
+    """JoinGroup v5 with protos [(name, metadata bytes)]: (error, member id)."""
+    body = (kstr(group) + struct.pack(">ii", 10000, 30000) + kstr(member) +
+            (struct.pack(">h", -1) if instance is None else kstr(instance)) + kstr("consumer") +
+            struct.pack(">i", len(protos)))
+    for name, meta in protos:
+        body += kstr(name) + struct.pack(">i", len(meta)) + meta
+    s.sendall(frame(11, 5, corr, body))
+    r = recv_frame(s)
+    (err,) = struct.unpack(">h", r[8:10])
+    off = 14                                # correlation, throttle, error, generation
+    for _ in range(2):                      # protocol, leader
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n
+    (n,) = struct.unpack(">h", r[off:off + 2])
+    return err, r[off + 2:off + 2 + n].decode()
+
+
+def sasl_handshake(s, mech):
+    s.sendall(frame(17, 1, 1, kstr(mech)))
+    r = recv_frame(s)
+    assert struct.unpack(">h", r[4:6])[0] == 0, r
+
+
+def sasl_auth(s, token, corr=2):
+    """SaslAuthenticate v1: (error, message, token); None if the connection closed."""
+    s.sendall(frame(36, 1, corr, struct.pack(">i", len(token)) + token))
+    r = recv_frame(s)
+    if r is None:
+        return None
+    err, ml = struct.unpack(">hh", r[4:8])
+    msg = r[8:8 + ml].decode() if ml >= 0 else None
+    off = 8 + max(ml, 0)
+    (tl,) = struct.unpack(">i", r[off:off + 4])
+    return err, msg, r[off + 4:off + 4 + tl]
+
+
+def scram_login(s, user, password):
+    """A SCRAM-SHA-256 exchange: (error of client-first, server-first, error and
+    message of client-final)."""
+    import base64, hashlib, hmac
+    sasl_handshake(s, "SCRAM-SHA-256")
+    bare = "n=%s,r=fixed-client-nonce" % user
+    err, _, first = sasl_auth(s, ("n,," + bare).encode())
+    if err:
+        return err, "", None, None
+    attrs = dict(a.split("=", 1) for a in first.decode().split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]),
+                                 int(attrs["i"]))
+    ck = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    without = "c=biws,r=" + attrs["r"]
+    auth = ",".join([bare, first.decode(), without]).encode()
+    sig = hmac.new(hashlib.sha256(ck).digest(), auth, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(ck, sig))).decode()
+    ans = sasl_auth(s, (without + ",p=" + proof).encode(), corr=3)
+    return err, first.decode(), ans[0], ans[1]
+
+
 def main():
     port = int(sys.argv[1])
     cmd = sys.argv[2]
@@ -497,6 +555,98 @@ def main():
             parts = x.split(":", 2)
             ops.append((parts[0], int(parts[1]), parts[2] if len(parts) > 2 else None))
         print(incr_alter(s, int(args[0]), args[1], ops, int(args[2]))[0])
+    elif cmd == "join-caps":            # GROUP N: N JoinGroups without a member id, then
+        # joins of the first id with one protocol too many, one byte too much metadata,
+        # a 250-byte instance id; prints every error code
+        out, ids = [], []
+        for _ in range(int(args[1])):
+            err, mid = join_group(s, args[0], "", [("range", b"m")])
+            out.append(err)
+            ids.append(mid)
+        out.append(join_group(s, args[0], ids[0], [("p%d" % i, b"") for i in range(65)])[0])
+        out.append(join_group(s, args[0], ids[0], [("range", b"x" * ((1 << 20) + 1))])[0])
+        out.append(join_group(s, args[0], ids[0], [("range", b"m")], instance="i" * 250)[0])
+        print(*out)
+    elif cmd == "scram-first":          # USER: the server-first's salt and iterations
+        sasl_handshake(s, "SCRAM-SHA-256")
+        err, _, first = sasl_auth(s, ("n,,n=%s,r=fixed-client-nonce" % args[0]).encode())
+        attrs = dict(a.split("=", 1) for a in first.decode().split(","))
+        print(err, "s=" + attrs["s"], "i=" + attrs["i"])
+    elif cmd == "scram-login":          # USER PASSWORD: "first-error final-error message"
+        first_err, _, err, msg = scram_login(s, args[0], args[1])
+        print(first_err, err, msg)
+    elif cmd == "plain-login":          # USER PASSWORD: "error message"
+        sasl_handshake(s, "PLAIN")
+        err, msg, _ = sasl_auth(s, b"\0" + args[0].encode() + b"\0" + args[1].encode())
+        print(err, msg)
+    elif cmd == "auth-delay":           # USER PASSWORD: a PLAIN failure on one connection
+        # while a second connection's ApiVersions is answered; prints whether the
+        # first had its answer when the second did, then the first's error
+        sasl_handshake(s, "PLAIN")
+        tok = b"\0" + args[0].encode() + b"\0" + args[1].encode()
+        s.sendall(frame(36, 1, 2, struct.pack(">i", len(tok)) + tok))
+        other = conn(port)
+        other.sendall(frame(18, 0, 7, b""))
+        assert struct.unpack(">ih", recv_frame(other)[:6]) == (7, 0)
+        ready, _, _ = select.select([s], [], [], 0)
+        print("other answered;", "first answered" if ready else "first waits", end="; ")
+        r = recv_frame(s)
+        print("first", struct.unpack(">h", r[4:6])[0])
+    elif cmd == "delete-records":       # TOPIC PART OFFSET [VERSION]: "error low_watermark"
+        v = int(args[3]) if len(args) > 3 else 1
+        if v >= 2:
+            body = (uvarint(2) + cstr(args[0]) + uvarint(2) +
+                    struct.pack(">iq", int(args[1]), int(args[2])) + b"\x00\x00" +
+                    struct.pack(">i", 5000) + b"\x00")
+        else:
+            body = (struct.pack(">i", 1) + kstr(args[0]) + struct.pack(">i", 1) +
+                    struct.pack(">iq", int(args[1]), int(args[2])) + struct.pack(">i", 5000))
+        s.sendall(frame(21, v, 4, body, flex=v >= 2))
+        r = recv_frame(s)
+        if v >= 2:
+            off = 4 + 1 + 4
+            _, off = read_uvarint(r, off)
+            n, off = read_uvarint(r, off)
+            off += n - 1
+            _, off = read_uvarint(r, off)
+        else:
+            off = 4 + 4 + 4
+            (n,) = struct.unpack(">h", r[off:off + 2])
+            off += 2 + n + 4
+        part, low, err = struct.unpack(">iqh", r[off:off + 14])
+        print(err, low)
+    elif cmd == "earliest":             # TOPIC PART: ListOffsets v1 of -2: "error offset"
+        body = (struct.pack(">i", -1) + struct.pack(">i", 1) + kstr(args[0]) +
+                struct.pack(">i", 1) + struct.pack(">iq", int(args[1]), -2))
+        s.sendall(frame(2, 1, 6, body))
+        r = recv_frame(s)
+        off = 4 + 4
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n + 4
+        part, err, ts, o = struct.unpack(">ihqq", r[off:off + 22])
+        print(err, o)
+    elif cmd == "fetch-at":             # TOPIC PART OFFSET: Fetch v4's error, log start,
+        body = (struct.pack(">iiiib", -1, 0, 1, 1 << 20, 0) + struct.pack(">i", 1) +  # and
+                kstr(args[0]) + struct.pack(">i", 1) +                      # the offsets
+                struct.pack(">iqi", int(args[1]), int(args[2]), 1 << 20))   # of the records
+        s.sendall(frame(1, 4, 8, body))
+        r = recv_frame(s)
+        off = 4 + 4 + 4
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n + 4
+        part, err, hw, lso = struct.unpack(">ihqq", r[off:off + 22])
+        off += 22
+        (na,) = struct.unpack(">i", r[off:off + 4])
+        off += 4 + max(na, 0) * 16
+        (rl,) = struct.unpack(">i", r[off:off + 4])
+        recs = r[off + 4:off + 4 + max(rl, 0)]
+        offs = []
+        from kafka.record import MemoryRecords
+        mr = MemoryRecords(recs)
+        while mr.has_next():
+            b = mr.next_batch()
+            offs += [str(x.offset) for x in b if x.offset >= int(args[2])]
+        print(err, ",".join(offs))
     else:
         sys.exit("unknown command " + cmd)
 

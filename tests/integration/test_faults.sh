@@ -239,8 +239,52 @@ c_rmdir_crash_points() {
 	fail "rmdir still crashing at its 60th disk operation"
 }
 
+# DeleteRecords through the mount (setfattr of log_start_offset) killed at each of
+# its disk operations in turn: the remount shows the old start with both keys, or
+# the new one without the key below it; log-start-offset-checkpoint is absent or
+# whole, never torn.
+log_start_crash_at() {
+	local n=$1 rc start keys
+	rm -rf "$DATA" && mkdir -p "$DATA"
+	t_mount -o log.cleaner.threads=0
+	mkdir "$MNT/t"
+	echo a > "$MNT/t/0/a"
+	echo b > "$MNT/t/0/b"
+	t_umount
+	t_mount -o "log.cleaner.threads=0,fault=all:$n:crash"
+	if setfattr -n user.topicfs.log_start_offset -v 1 "$MNT/t/0" 2>/dev/null && mountpoint -q "$MNT"; then
+		t_umount                         # past the last operation: finished
+		t_mount -o log.cleaner.threads=0
+		assert_eq "1 b" "$(t_x "$MNT/t/0" log_start_offset) $(ls "$MNT/t/0")" "after the whole setfattr"
+		t_umount
+		return 1
+	fi
+	rc=$(t_wait_exit)
+	assert_eq 86 "$rc" "all:$n:crash: exit status of the daemon killed in the setfattr"
+	settle_dead_mount "log_start_offset all:$n:crash"
+	t_mount -o log.cleaner.threads=0
+	start=$(t_x "$MNT/t/0" log_start_offset)
+	keys=$(ls "$MNT/t/0" | tr '\n' ' ' | sed 's/ $//')
+	case "$start:$keys" in
+	"0:a b") [ ! -e "$DATA/log-start-offset-checkpoint" ] ||
+		fail "all:$n:crash: start 0, but the checkpoint holds $(cat "$DATA/log-start-offset-checkpoint")" ;;
+	"1:b") assert_eq $'0\n1\nt 0 1' "$(cat "$DATA/log-start-offset-checkpoint")" "all:$n:crash: the checkpoint" ;;
+	*) fail "all:$n:crash: log start $start with keys '$keys'" ;;
+	esac
+	t_umount
+}
+
+c_log_start_crash_points() {
+	local n
+	for n in $(seq 1 30); do
+		log_start_crash_at "$n" || { echo "# log_start_offset: $((n - 1)) crash points, then it finished"; return 0; }
+	done
+	fail "the setfattr of log_start_offset still crashing at its 30th disk operation"
+}
+
 t_test crash_points c_crash_points
 t_test rmdir_crash_points c_rmdir_crash_points
+t_test log_start_crash_points c_log_start_crash_points
 t_test torn_write_points c_torn_write_points
 t_test eio c_eio
 t_test enospc c_enospc

@@ -188,9 +188,111 @@ PY
 		assert_cat "$MNT/t/0/k" was-here
 	fi
 	assert_eq 5 "$(t_leo t/0)" "records of t: the shell's, two by kafka-python, two by kcat"
+
+	# an unknown principal is not told apart: SCRAM answers its client-first with
+	# a salt of its own (the same each time, another for another name) and the
+	# iterations of a known one, and both mechanisms fail it as a wrong password
+	local alice m1 m2 eve n
+	alice=$(kw scram-first alice) m1=$(kw scram-first mallory) m2=$(kw scram-first mallory)
+	eve=$(kw scram-first eve)
+	assert_match '0 s=[A-Za-z0-9+/=]{24} i=4096' "$m1" "server-first of an unknown principal"
+	assert_eq "$m1" "$m2" "server-first of mallory, twice"
+	assert_ne "$m1" "$eve" "server-first of mallory and eve"
+	assert_ne "$m1" "$alice" "server-first of mallory and alice"
+	assert_eq "0 58 Authentication failed: invalid credentials" "$(kw scram-login alice wrong)" \
+		"SCRAM with a wrong password"
+	assert_eq "0 58 Authentication failed: invalid credentials" "$(kw scram-login mallory x)" \
+		"SCRAM of an unknown principal"
+	assert_eq "0 0 None" "$(kw scram-login alice alice-secret)" "SCRAM with the password"
+	assert_eq "58 Authentication failed: invalid credentials" "$(kw plain-login alice wrong)" \
+		"PLAIN with a wrong password"
+	assert_eq "58 Authentication failed: invalid credentials" "$(kw plain-login mallory x)" \
+		"PLAIN of an unknown principal"
 	t_umount
+	n=$(t_daemon_log | grep -c "SASL PLAIN authentication of 'alice' failed: wrong password")
+
+	# connection.failed.authentication.delay.ms: the failure is answered late,
+	# and another connection is served meanwhile
+	smount "$creds" connection.failed.authentication.delay.ms=3000
+	assert_eq "other answered; first waits; first 58" "$(kw auth-delay alice wrong)" \
+		"a delayed failure"
+	assert_eq $((n + 1)) "$(t_daemon_log | grep -c "SASL PLAIN authentication of 'alice' failed: wrong password")" \
+		"log lines for a wrong PLAIN password"
+	t_umount
+}
+
+# (c) DeleteRecords, through the protocol (v1, v2) and as a setfattr of
+# log_start_offset: the log start moves inside a segment; fetches below it are 1
+# and ListOffsets earliest names it; .history lists only what is above it; a key
+# whose newest record is below it vanishes, no tombstone appended; an offset past
+# the end is 1 and changes nothing; a user who may not write the topic gets 29
+# (EACCES through the mount); the start survives a remount in Kafka's
+# log-start-offset-checkpoint, and a pass deletes the segments wholly below it.
+c_delete_records() {
+	local u=tfs_kadmin_user
+	t_user_ensure "$u"
+	chmod 0755 "$DATA"
+	kmount partitions=1
+	mkdir "$MNT/t"
+	for k in a b c d; do printf '%s1' "$k" > "$MNT/t/0/$k"; done   # offsets 0-3
+	printf b2 > "$MNT/t/0/b"                                       # 4
+	assert_eq "0 2" "$(kw delete-records t 0 2)" "DeleteRecords v1 to 2"
+	assert_eq "b c d" "$(ls "$MNT/t/0" | tr '\n' ' ' | sed 's/ $//')" "keys after it"
+	assert_cat "$MNT/t/0/b" b2
+	assert_eq 2 "$(t_x "$MNT/t/0" log_start_offset)" "log_start_offset"
+	assert_eq 5 "$(t_leo t/0)" "log_end_offset: nothing appended"
+	assert_eq "$(t_off 2) $(t_off 3) $(t_off 4)" "$(ls "$MNT/t/0/.history" | tr '\n' ' ' | sed 's/ $//')" \
+		".history after it"
+	assert_errno ENOENT stat "$MNT/t/0/.history/$(t_off 1)"
+	assert_eq "0 2" "$(kw earliest t 0)" "ListOffsets earliest"
+	assert_eq "1 " "$(kw fetch-at t 0 1)" "a fetch below the log start"
+	assert_eq "0 2,3,4" "$(kw fetch-at t 0 2)" "a fetch from the log start"
+	assert_eq "1 -1" "$(kw delete-records t 0 6)" "past the log end"
+	assert_eq "0 2" "$(kw delete-records t 0 1 2)" "DeleteRecords v2 below the start"
+	assert_eq "3 -1" "$(kw delete-records t 7 1)" "an unknown partition"
+	assert_eq "3 -1" "$(kw delete-records nope 0 1)" "an unknown topic"
+	T_PORT=$PORT assert_eq "29 -1" "$(t_as "$u" "$T_PY" "$KW" "$PORT" delete-records t 0 3)" \
+		"DeleteRecords by a user who may not write t"
+	assert_errno_as "$u" EACCES setxattr "$MNT/t/0" user.topicfs.log_start_offset 3
+	assert_eq 2 "$(t_x "$MNT/t/0" log_start_offset)" "log_start_offset after the refusals"
+	assert_errno EINVAL setxattr "$MNT/t/0" user.topicfs.log_start_offset x
+	assert_errno ERANGE setxattr "$MNT/t/0" user.topicfs.log_start_offset 9
+	setfattr -n user.topicfs.log_start_offset -v 3 "$MNT/t/0"
+	assert_eq "b d" "$(ls "$MNT/t/0" | tr '\n' ' ' | sed 's/ $//')" "keys after the setfattr"
+	t_daemon_log | grep -c 'records below 3 deleted' > /dev/null || fail "no log line"
+	t_umount
+	assert_eq $'0\n1\nt 0 3' "$(cat "$DATA/log-start-offset-checkpoint")" "the checkpoint file"
+	kmount partitions=1
+	assert_eq 3 "$(t_x "$MNT/t/0" log_start_offset)" "log_start_offset after a remount"
+	assert_eq "b d" "$(ls "$MNT/t/0" | tr '\n' ' ' | sed 's/ $//')" "keys after a remount"
+	assert_eq "$(t_off 3) $(t_off 4)" "$(ls "$MNT/t/0/.history" | tr '\n' ' ' | sed 's/ $//')" \
+		".history after a remount"
+	# everything: the sealed segment wholly below goes at the next pass
+	setfattr -n user.topicfs.roll -v 1 "$MNT/t/0"
+	assert_eq 2 "$(t_x "$MNT/t/0" segments)" "segments after the roll"
+	setfattr -n user.topicfs.log_start_offset -v -1 "$MNT/t/0"
+	assert_eq "" "$(ls "$MNT/t/0")" "keys after deleting everything"
+	setfattr -n user.topicfs.clean -v 1 "$MNT/t/0"
+	assert_eq 1 "$(t_x "$MNT/t/0" segments)" "segments after the pass"
+	assert_eq 5 "$(t_x "$MNT/t/0" log_start_offset)" "log_start_offset after the pass"
+	printf e1 > "$MNT/t/0/e"
+	assert_eq "0 5" "$(kw fetch-at t 0 5)" "fetch after a new record"
+	# a deleted topic's entry goes with it
+	rm "$MNT/t/0/e"
+	rmdir "$MNT/t"
+	assert_eq $'0\n0' "$(cat "$DATA/log-start-offset-checkpoint")" "the checkpoint after rmdir"
+	t_umount
+	# a torn or hand-edited file fails the mount, saying why, rather than bring
+	# deleted records back
+	printf '0\n2\nt 0 3\n' > "$DATA/log-start-offset-checkpoint"
+	T_MOUNT_MAY_EXIT=1 kmount || true
+	assert_eq 1 "${T_MOUNT_EXIT:-0}" "exit status with a malformed checkpoint"
+	t_daemon_log | grep -c 'malformed log-start-offset-checkpoint at line 4: fewer entries' > /dev/null ||
+		fail "no log line for the malformed checkpoint"
+	T_MOUNT_EXIT=0
 }
 
 t_test configs c_configs
 t_test sasl c_sasl
+t_test delete_records c_delete_records
 t_done

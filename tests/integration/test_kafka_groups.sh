@@ -109,9 +109,28 @@ PY
 	assert_eq "0:-1 1:-1" "$(kg committed g4 t 2)" "committed after the owner's DeleteGroups"
 }
 
+# (f) What clients can make the coordinator hold is bounded: group.max.size
+# members and pending ids (error 81, GROUP_MAX_SIZE_REACHED), then a member with
+# too many protocols, too much metadata, too long an instance id (42,
+# INVALID_REQUEST); each refusal is a log line, and other groups are served.
+c_group_bounds() {
+	kmount group.max.size=2
+	assert_eq "79 79 81 42 42 42" "$("$T_PY" "$T_LIB_DIR/kafka_wire.py" "$PORT" join-caps gb 3)" \
+		"JoinGroup errors with group.max.size=2"
+	t_daemon_log | grep -q 'group "gb" is full: 0 members and 2 pending (group.max.size=2)' ||
+		fail "no log line for the full group"
+	t_daemon_log | grep -q 'group "gb": refusing 1048577 bytes of protocol metadata' ||
+		fail "no log line for the metadata"
+	assert_eq "81 81 42 42 42" "$("$T_PY" "$T_LIB_DIR/kafka_wire.py" "$PORT" join-caps gb 2)" \
+		"the same group, its two ids still pending"
+	assert_eq "79 42 42 42" "$("$T_PY" "$T_LIB_DIR/kafka_wire.py" "$PORT" join-caps gc 1)" \
+		"another group meanwhile"
+}
+
 t_test librdkafka_group c_librdkafka_group
 t_test silent_member c_silent_member
 t_test kafka_python_group c_kafka_python_group
 t_test positions_survive c_positions_survive
 t_test delete_needs_write c_delete_needs_write
+t_test group_bounds c_group_bounds
 t_done

@@ -3,7 +3,8 @@
 # package-lock.json: scripts/install-deps.sh --tests) against the listener: its
 # records are files, a file written in the mount moves its offsets, a null value
 # is a tombstone and the file vanishes (seed 000's emitirLapide, as written),
-# gzip (its one built-in codec), an idempotent producer, the admin calls, and
+# gzip (its one built-in codec), an idempotent producer, the admin calls
+# (deleteTopicRecords too), and
 # SASL PLAIN and SCRAM-SHA-256, a KafkaJS consumer group reading what both
 # doors wrote, and a group of two and three members whose positions outlive a
 # remount and a kill -9.
@@ -59,6 +60,10 @@ INVALID_REPLICATION_FACTOR" "$(js admin made)" "admin calls"
 	assert_eq compact "$(t_x "$MNT/made" cleanup.policy)" "cleanup.policy after alterConfigs"
 	assert_eq deleted "$(js delete-topic made)" "deleteTopics"
 	assert_absent "$MNT/made"
+	# deleteTopicRecords: below offset 4 (the keys plain, gz and shell had their
+	# newest records there, so their files go)
+	assert_eq "0:4-7" "$(js delete-records t 4)" "offsets after deleteTopicRecords"
+	assert_eq "idem" "$(ls "$MNT/t/0" | tr '\n' ' ' | sed 's/ $//')" "keys after deleteTopicRecords"
 	t_umount
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@
 
 #define SESSION_MS 10000
 #define REBALANCE_MS 30000
+#define ASSIGNMENT_BYTES 1000
+#define MAX_GROUPS 100          /* busy groups, for the bound's test */
 
 struct fx {
 	char *dir;
@@ -47,7 +50,7 @@ static int setup(void **state)
 	assert_int_equal(tfs_engine_open(&cfg, &f->e), 0);
 	assert_int_equal(tfs_engine_topic_create(f->e, "t", 2, 0, 0, 0755), 0);
 	f->k.engine = f->e;
-	assert_int_equal(tfs_kgroups_create(&f->k, tfs_engine_groups(f->e), 0, &f->kg), 0);
+	assert_int_equal(tfs_kgroups_create(&f->k, tfs_engine_groups(f->e), 0, 0, &f->kg), 0);
 	f->now = tfs_mono_ms() + 1000;
 	*state = f;
 	return 0;
@@ -301,6 +304,156 @@ static void bad_joins_get_kafkas_errors(void **state)
 	                 KE_INCONSISTENT_GROUP_PROTOCOL);
 }
 
+/* A JoinGroup of group on kg with the protocols given; it must not park. */
+static int16_t join_on(struct fx *f, struct tfs_kgroups *kg, const char *group, const char *member,
+                       const struct tfs_kproto *protos, size_t n, const char *instance,
+                       struct tfs_kjoin_answer *a)
+{
+	struct tfs_kjoin j = { .group = group, .session_ms = SESSION_MS, .rebalance_ms = REBALANCE_MS,
+	                       .member_id = member, .instance_id = instance,
+	                       .protocol_type = "consumer", .protos = protos, .nprotos = n };
+	struct tfs_kreq rq = req(f, 1, 5, false);
+	bool park = false;
+	int64_t wake = 0;
+	int16_t err = tfs_kgroups_join(kg, &rq, &j, a, &park, &wake);
+
+	assert_false(park);
+	return err;
+}
+
+/* group.max.size counts members and pending ids; a member's protocols, their
+ * metadata, its instance id and its assignment are bounded; what members hold
+ * is counted and given back when they go. */
+static void one_groups_members_and_their_bytes_are_bounded(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_kgroups *kg;
+	struct tfs_kjoin_answer a;
+	struct tfs_kproto many[TFS_KGROUP_MAX_PROTOCOLS + 1];
+	struct tfs_kproto big;
+	uint8_t *blob = calloc(1, TFS_KGROUP_MAX_METADATA_BYTES + 1);
+	char instance[TFS_KGROUP_MAX_INSTANCE_ID_BYTES + 2];
+	struct tfs_kreq rq;
+	char *ids[2];
+	size_t bytes, before;
+	bool park = false;
+	int64_t wake = 0;
+
+	assert_non_null(blob);
+	assert_int_equal(tfs_kgroups_create(&f->k, tfs_engine_groups(f->e), 0, 2, &kg), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(join_on(f, kg, "g", "", &RANGE, 1, NULL, &a), KE_MEMBER_ID_REQUIRED);
+		ids[i] = strdup(a.member_id);
+		tfs_kjoin_answer_release(&a);
+	}
+	assert_int_equal(join_on(f, kg, "g", "", &RANGE, 1, NULL, &a), KE_GROUP_MAX_SIZE_REACHED);
+	assert_int_equal(tfs_kgroups_count(kg, &bytes), 1);
+	assert_int_equal(bytes, strlen(ids[0]) + strlen(ids[1]));
+
+	/* too many protocols, too much metadata, too long an instance id */
+	for (size_t i = 0; i < TFS_KGROUP_MAX_PROTOCOLS + 1; i++)
+		many[i] = RANGE;
+	assert_int_equal(join_on(f, kg, "g", ids[1], many, TFS_KGROUP_MAX_PROTOCOLS + 1, NULL, &a),
+	                 KE_INVALID_REQUEST);
+	big = (struct tfs_kproto){ RANGE.name, tfs_slice_make(blob, TFS_KGROUP_MAX_METADATA_BYTES + 1) };
+	assert_int_equal(join_on(f, kg, "g", ids[1], &big, 1, NULL, &a), KE_INVALID_REQUEST);
+	memset(instance, 'i', sizeof(instance) - 1);
+	instance[sizeof(instance) - 1] = '\0';
+	assert_int_equal(join_on(f, kg, "g", ids[1], &RANGE, 1, instance, &a), KE_INVALID_REQUEST);
+	tfs_kgroups_count(kg, &before);
+	assert_int_equal(before, bytes);                 /* the refusals changed nothing */
+
+	/* the first pending id joins and waits for the second, which joins with the
+	 * largest metadata and instance id allowed; the group is still full */
+	rq = req(f, 2, 5, false);
+	assert_int_equal(tfs_kgroups_join(kg, &rq, &(struct tfs_kjoin){ .group = "g",
+	                 .session_ms = SESSION_MS, .rebalance_ms = REBALANCE_MS, .member_id = ids[0],
+	                 .protocol_type = "consumer", .protos = &RANGE, .nprotos = 1 },
+	                 &a, &park, &wake), KE_NONE);
+	assert_true(park);
+	instance[TFS_KGROUP_MAX_INSTANCE_ID_BYTES] = '\0';
+	assert_int_equal(join_on(f, kg, "g", ids[1], &RANGE, 1, instance, &a), KE_NONE);
+	assert_int_equal(a.generation, 1);
+	tfs_kjoin_answer_release(&a);
+	assert_int_equal(join_on(f, kg, "g", "", &RANGE, 1, NULL, &a), KE_GROUP_MAX_SIZE_REACHED);
+	tfs_kgroups_count(kg, &bytes);
+	assert_true(bytes > before + TFS_KGROUP_MAX_INSTANCE_ID_BYTES);
+
+	/* the largest metadata is taken (a v0 member of another group, at once) */
+	rq = req(f, 3, 0, false);
+	big.metadata.len = TFS_KGROUP_MAX_METADATA_BYTES;
+	assert_int_equal(tfs_kgroups_join(kg, &rq, &(struct tfs_kjoin){ .group = "g2",
+	                 .session_ms = SESSION_MS, .rebalance_ms = REBALANCE_MS, .member_id = "",
+	                 .protocol_type = "consumer", .protos = &big, .nprotos = 1 },
+	                 &a, &park, &wake), KE_NONE);
+	assert_false(park);
+	tfs_kgroups_count(kg, &before);
+	assert_true(before > bytes + TFS_KGROUP_MAX_METADATA_BYTES);
+	assert_int_equal(tfs_kgroups_leave(kg, &rq, "g2", a.member_id), KE_NONE);
+	tfs_kjoin_answer_release(&a);
+	tfs_kgroups_count(kg, &before);
+	assert_int_equal(before, bytes);
+
+	/* the leader's assignment: one byte too many is refused; one that the group
+	 * record can hold is counted */
+	{
+		struct tfs_kassign as = { tfs_slice_make(ids[1], strlen(ids[1])),
+		                          tfs_slice_make(blob, TFS_KGROUP_MAX_ASSIGNMENT_BYTES + 1) };
+		uint8_t *got = NULL;
+		size_t got_len = 0;
+
+		rq = req(f, 1, 3, false);
+		assert_int_equal(tfs_kgroups_sync(kg, &rq, "g", 1, ids[0], &as, 1, &got, &got_len,
+		                                  &park, &wake), KE_INVALID_REQUEST);
+		tfs_kgroups_count(kg, &before);
+		assert_int_equal(before, bytes);
+		as.assignment.len = ASSIGNMENT_BYTES;
+		assert_int_equal(tfs_kgroups_sync(kg, &rq, "g", 1, ids[0], &as, 1, &got, &got_len,
+		                                  &park, &wake), KE_NONE);
+		assert_false(park);
+		free(got);
+		tfs_kgroups_count(kg, &bytes);
+		assert_int_equal(bytes, before + ASSIGNMENT_BYTES);
+	}
+	for (int i = 0; i < 2; i++) {
+		rq = req(f, 1, 3, false);
+		assert_int_equal(tfs_kgroups_leave(kg, &rq, "g", ids[i]), KE_NONE);
+		free(ids[i]);
+	}
+	tfs_kgroups_count(kg, &bytes);
+	assert_int_equal(bytes, 0);
+	tfs_kgroups_destroy(kg);
+	free(blob);
+}
+
+/* Groups with members or pending ids are bounded; idle ones make room. */
+static void busy_groups_are_bounded_and_idle_ones_make_room(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_kjoin_answer a;
+	char name[32];
+	size_t bytes;
+
+	/* pending ids outlive the run however slow it is: the timer's clock is real */
+	f->now += 3600 * 1000;
+	tfs__kgroups_set_max_groups(f->kg, MAX_GROUPS);
+	/* idle groups (a join that failed left them behind) never refuse a new one */
+	for (int i = 0; i < MAX_GROUPS + 1; i++) {
+		snprintf(name, sizeof(name), "idle%d", i);
+		assert_int_equal(join_on(f, f->kg, name, "", &RANGE, 0, NULL, &a),
+		                 KE_INCONSISTENT_GROUP_PROTOCOL);
+	}
+	assert_true(tfs_kgroups_count(f->kg, &bytes) <= MAX_GROUPS);
+	for (int i = 0; i < MAX_GROUPS; i++) {
+		snprintf(name, sizeof(name), "busy%d", i);
+		assert_int_equal(join_on(f, f->kg, name, "", &RANGE, 1, NULL, &a), KE_MEMBER_ID_REQUIRED);
+		tfs_kjoin_answer_release(&a);
+	}
+	assert_int_equal(join_on(f, f->kg, "one-more", "", &RANGE, 1, NULL, &a),
+	                 KE_COORDINATOR_NOT_AVAILABLE);
+	assert_int_equal(tfs_kgroups_count(f->kg, &bytes), MAX_GROUPS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +463,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(commits_follow_members_and_generations, setup, teardown),
 		cmocka_unit_test_setup_teardown(leaving_and_expiring_empty_the_group, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_joins_get_kafkas_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(one_groups_members_and_their_bytes_are_bounded, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(busy_groups_are_bounded_and_idle_ones_make_room, setup,
+		                                teardown),
 	};
 	return cmocka_run_group_tests_name("kafka_group", tests, NULL, NULL);
 }

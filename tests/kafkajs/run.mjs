@@ -128,6 +128,16 @@ const cases = {
     const o = await withAdmin(client(), (a) => a.fetchTopicOffsets(topic));
     console.log(o.map((x) => `${x.partition}:${x.low}-${x.high}`).join(' '));
   },
+  // TOPIC OFFSET: admin.deleteTopicRecords of partition 0 below OFFSET, then the
+  // offsets as offsets prints them.
+  async 'delete-records'(topic, offset) {
+    const o = await withAdmin(client(), async (a) => {
+      await a.fetchTopicMetadata({ topics: [topic] });   // KafkaJS wants it loaded
+      await a.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset }] });
+      return a.fetchTopicOffsets(topic);
+    });
+    console.log(o.map((x) => `${x.partition}:${x.low}-${x.high}`).join(' '));
+  },
   // createTopics, describeConfigs, alterConfigs, deleteTopics on TOPIC.
   async admin(topic) {
     await withAdmin(client(), async (a) => {

@@ -1,0 +1,197 @@
+/* log_start.c - DATA_DIR/log-start-offset-checkpoint (see log_start.h). */
+#include "engine/log/log_start.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/log/partition_log.h"
+#include "io/file_util.h"
+#include "io/log.h"
+#include "io/parse.h"
+
+#define FILE_VERSION 0
+#define FILE_MAX_BYTES (64u << 20)    /* refuse a larger file as corrupt */
+#define LINE_MAX_BYTES 512            /* a topic name (249) and two numbers fit */
+
+static int corrupt(int line, const char *why)
+{
+	tfs_log_error("engine", "malformed %s at line %d: %s; move it away to mount (the records "
+	              "DeleteRecords removed would come back)", TFS_LOG_START_FILE, line, why);
+	return TFS_ECORRUPT;
+}
+
+/* The line at *p into buf (without its '\n'); advances *p. false at the end or
+ * for a line too long. */
+static bool take_line(const char **p, const char *end, char *buf, size_t cap, bool *too_long)
+{
+	const char *nl;
+	size_t n;
+
+	*too_long = false;
+	if (*p >= end)
+		return false;
+	nl = memchr(*p, '\n', (size_t)(end - *p));
+	n = (size_t)((nl ? nl : end) - *p);
+	if (n >= cap) {
+		*too_long = true;
+		return false;
+	}
+	memcpy(buf, *p, n);
+	buf[n] = '\0';
+	*p = nl ? nl + 1 : end;
+	return true;
+}
+
+static void apply(struct tfs_engine *e, const char *topic, int64_t part, int64_t offset)
+{
+	struct tfs_topic *t = tfs_engine_topic_get(e, topic);
+	struct tfs_plog *pl = t && part < tfs_topic_partition_count(t) ?
+	                      tfs_topic_partition(t, (int32_t)part) : NULL;
+	struct tfs_plog_stats st;
+	tfs_offset_t start;
+
+	if (!pl) {
+		tfs_log_info("engine", "%s: no partition %s-%" PRId64 " any more; its entry goes at "
+		             "the next write", TFS_LOG_START_FILE, topic, part);
+	} else {
+		tfs_plog_stats(pl, &st);
+		if (offset > st.log_end_offset) {
+			tfs_log_warn("engine", "%s: %s-%" PRId64 " starts at %" PRId64 ", past its log "
+			             "end %" PRId64 ": starting at the end", TFS_LOG_START_FILE, topic,
+			             part, offset, st.log_end_offset);
+			offset = st.log_end_offset;
+		}
+		if (tfs_plog_delete_below(pl, offset, NULL, NULL, &start) < 0)
+			tfs_log_warn("engine", "%s: cannot move the start of %s-%" PRId64 " in memory",
+			             TFS_LOG_START_FILE, topic, part);
+	}
+	tfs_topic_unref(t);
+}
+
+int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd)
+{
+	char *text = NULL, line[LINE_MAX_BYTES];
+	const char *p, *end;
+	int64_t v, count;
+	size_t len = 0;
+	bool too_long;
+	int rc, lineno = 1;
+
+	rc = tfs_file_read_all(io, dirfd, TFS_LOG_START_FILE, FILE_MAX_BYTES, &text, &len);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0) {
+		if (rc == -EFBIG)
+			return corrupt(0, "larger than 64 MiB");
+		tfs_log_error("engine", "cannot read %s: %s", TFS_LOG_START_FILE, tfs_strerror(rc));
+		return rc;
+	}
+	p = text;
+	end = text + len;
+	if (!take_line(&p, end, line, sizeof(line), &too_long) ||
+	    !tfs_parse_i64(line, FILE_VERSION, FILE_VERSION, &v)) {
+		rc = corrupt(lineno, "the version is not 0");
+		goto out;
+	}
+	lineno++;
+	if (!take_line(&p, end, line, sizeof(line), &too_long) ||
+	    !tfs_parse_i64(line, 0, INT32_MAX, &count)) {
+		rc = corrupt(lineno, "not an entry count");
+		goto out;
+	}
+	/* the whole file is checked before any entry is applied */
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		const char *q = p;
+		int ln = lineno;
+		for (int64_t i = 0; i < count; i++) {
+			char *topic, *part, *off, *save = NULL;
+			int64_t pv, ov;
+
+			ln++;
+			if (!take_line(&q, end, line, sizeof(line), &too_long)) {
+				rc = corrupt(ln, too_long ? "a line too long" : "fewer entries than counted");
+				break;
+			}
+			topic = strtok_r(line, " \t\r", &save);
+			part = strtok_r(NULL, " \t\r", &save);
+			off = strtok_r(NULL, " \t\r", &save);
+			if (!topic || !part || !off || strtok_r(NULL, " \t\r", &save) ||
+			    !tfs_topic_name_valid(topic) || !tfs_parse_i64(part, 0, INT32_MAX, &pv) ||
+			    !tfs_parse_i64(off, 0, INT64_MAX, &ov)) {
+				rc = corrupt(ln, "expected \"<topic> <partition> <offset>\"");
+				break;
+			}
+			if (pass == 1)
+				apply(e, topic, pv, ov);
+		}
+		for (; rc == 0 && pass == 0 && q < end; q++)
+			if (*q != '\n' && *q != ' ' && *q != '\t' && *q != '\r')
+				rc = corrupt(ln + 1, "more entries than counted");
+	}
+out:
+	free(text);
+	return rc;
+}
+
+int tfs__log_start_write(struct tfs_engine *e, struct tfs_io *io, int dirfd, const char *topic,
+                         int32_t partition, tfs_offset_t offset)
+{
+	char **names = NULL, *buf = NULL, *body = NULL;
+	size_t n = 0, blen = 0, len = 0, entries = 0;
+	FILE *f;
+	int rc = tfs_engine_topic_names(e, &names, &n);
+
+	if (rc < 0)
+		return rc;
+	f = open_memstream(&body, &blen);
+	if (!f) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct tfs_topic *t = tfs_engine_topic_get(e, names[i]);
+		int32_t parts = t ? tfs_topic_partition_count(t) : 0;
+		for (int32_t k = 0; k < parts; k++) {
+			struct tfs_plog_stats st;
+			tfs_offset_t start;
+			if (topic && !strcmp(topic, names[i]) && k == partition) {
+				start = offset;
+			} else {
+				tfs_plog_stats(tfs_topic_partition(t, k), &st);
+				start = st.log_start_offset;
+			}
+			if (start > 0) {
+				fprintf(f, "%s %" PRId32 " %" PRId64 "\n", names[i], k, start);
+				entries++;
+			}
+		}
+		tfs_topic_unref(t);
+	}
+	if (fclose(f) != 0 || !body) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	f = open_memstream(&buf, &len);
+	if (!f) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	fprintf(f, "%d\n%zu\n%s", FILE_VERSION, entries, body);
+	if (fclose(f) != 0 || !buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = tfs_file_replace(io, dirfd, TFS_LOG_START_FILE, buf, len);
+	if (rc < 0)
+		tfs_log_error("engine", "cannot write %s: %s; the log start stays where it was",
+		              TFS_LOG_START_FILE, tfs_strerror(rc));
+out:
+	free(names);
+	free(body);
+	free(buf);
+	return rc;
+}
