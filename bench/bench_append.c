@@ -1,8 +1,11 @@
-/* bench_append.c - append throughput of one partition log.
+/* bench_append.c - append throughput of a partition log (or of a few).
  *
  * What it measures: records (key "user-%07d" over --keys distinct keys, a value of
  * --value-bytes bytes) appended to ONE partition by --writers threads through
- * tfs_plog_append, --batch records per call, followed by one tfs_plog_sync. The
+ * tfs_plog_append, --batch records per call, followed by one tfs_plog_sync. With
+ * --partitions P there are P partitions and writer i appends to partition i mod
+ * P (its records, and so its keys, are its own share of --records); the figures
+ * are then totals over the partitions, every one synced before the clock stops. The
  * clock starts when every writer is ready and stops when the sync returns, so the
  * figure includes every fsync the engine does (rolls, --durable-every, the last
  * sync). The partition is opened with tfs_plog_open directly (no engine threads);
@@ -79,7 +82,7 @@
 #define POOL_STRIDE 131u                  /* > value size: neighbours never overlap */
 #define FDCACHE_MAX 1024u
 #define PATH_CAP 4096
-#define PART_NAME "/bench-0"        /* the partition directory under the fresh root */
+#define PART_NAME "/bench-"         /* partition directories under the fresh root, + i */
 #define BYTES_PER_MB 1e6
 #define NFTW_FDS 16
 
@@ -88,6 +91,7 @@ struct opts {
 	uint64_t keys;
 	unsigned value_bytes;
 	unsigned writers;
+	unsigned partitions;
 	unsigned batch;
 	bool zstd;
 	bool zstd_level_set;
@@ -304,6 +308,8 @@ static void usage(FILE *f)
 	        "  --value-bytes V    value size (default %u, at most %u)\n"
 	        "  --values KIND      letters (random, default) or json (account state)\n"
 	        "  --writers W        threads appending to the same partition (default 1)\n"
+	        "  --partitions P     P partitions, writer i appending to partition i mod P\n"
+	        "                     (default 1; at most W)\n"
 	        "  --batch B          records per tfs_plog_append call (default %u)\n"
 	        "  --zstd             compression.type zstd\n"
 	        "  --zstd-level N     compression.zstd.level N (implies --zstd; default: the\n"
@@ -326,7 +332,8 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_RECORDS = 256, O_KEYS, O_RANDOM, O_VALUE, O_VALUES, O_WRITERS, O_BATCH, O_ZSTD,
-	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_PRODUCER, O_IDEMPOTENT, O_DIR, O_IO, O_KEEP, O_HELP };
+	       O_ZSTD_LEVEL, O_DURABLE, O_ENCODE_ONLY, O_PRODUCER, O_IDEMPOTENT, O_DIR, O_IO, O_KEEP, O_HELP,
+	       O_PARTITIONS };
 	static const struct option longopts[] = {
 		{ "records", required_argument, NULL, O_RECORDS },
 		{ "keys", required_argument, NULL, O_KEYS },
@@ -334,6 +341,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "value-bytes", required_argument, NULL, O_VALUE },
 		{ "values", required_argument, NULL, O_VALUES },
 		{ "writers", required_argument, NULL, O_WRITERS },
+		{ "partitions", required_argument, NULL, O_PARTITIONS },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "zstd", no_argument, NULL, O_ZSTD },
 		{ "zstd-level", required_argument, NULL, O_ZSTD_LEVEL },
@@ -351,7 +359,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	int c;
 
 	*o = (struct opts){ .records = DEFAULT_RECORDS, .keys = DEFAULT_KEYS,
-	                    .value_bytes = DEFAULT_VALUE_BYTES, .writers = 1,
+	                    .value_bytes = DEFAULT_VALUE_BYTES, .writers = 1, .partitions = 1,
 	                    .batch = DEFAULT_BATCH, .dir = DEFAULT_DIR,
 	                    .io_kind = tfs_io_kind_from_env() };
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -425,6 +433,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -EINVAL;
 			}
 			break;
+		case O_PARTITIONS:
+			if (parse_u64("--partitions", optarg, 1, &v) < 0 || v > MAX_WRITERS)
+				return -EINVAL;
+			o->partitions = (unsigned)v;
+			break;
 		case O_KEEP:
 			o->keep = true;
 			break;
@@ -450,6 +463,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return -EINVAL;
 	}
+	if (o->partitions > o->writers) {
+		fprintf(stderr, "bench_append: --partitions %u is more than --writers %u\n",
+		        o->partitions, o->writers);
+		return -EINVAL;
+	}
 	if (o->idempotent && !o->producer_batches) {
 		fprintf(stderr, "bench_append: --idempotent needs --producer-batches\n");
 		return -EINVAL;
@@ -467,13 +485,14 @@ int main(int argc, char **argv)
 	struct tfs_io *io = NULL;
 	struct tfs_fdcache *fdc = NULL;
 	struct tfs_topic_config cfg;
-	struct tfs_plog *pl = NULL;
-	struct tfs_plog_stats st;
+	struct tfs_plog *pls[MAX_WRITERS] = { NULL };
+	struct tfs_plog_stats st = { 0 };
 	struct writer w[MAX_WRITERS];
 	pthread_barrier_t start;
 	uint8_t *pool = NULL;
 	size_t pool_values = 0;
-	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME)];
+	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME) + 16];
+	size_t producers = 0;
 	uint64_t payload = 0, encoded = 0;
 	double t0, secs;
 	int rc, status = 1;
@@ -490,10 +509,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	have_root = true;
-	if (snprintf(part, sizeof(part), "%s" PART_NAME, root) >= (int)sizeof(part)) {
-		fprintf(stderr, "bench_append: path too long: %s\n", root);
-		goto out;
-	}
 	pool = o.json_values ? bench_make_json_pool(o.value_bytes, &pool_values) : bench_make_pool();
 	if (!pool) {
 		fprintf(stderr, "bench_append: out of memory\n");
@@ -521,19 +536,20 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	{
+	for (unsigned p = 0; p < o.partitions; p++) {
 		struct tfs_plog_env env = { io, fdc, &cfg, false };
-		rc = tfs_plog_open(&env, part, true, &pl);
-	}
-	if (rc < 0) {
-		fprintf(stderr, "bench_append: cannot open %s: %s\n", part, tfs_strerror(rc));
-		goto out;
+		snprintf(part, sizeof(part), "%s" PART_NAME "%u", root, p);
+		rc = tfs_plog_open(&env, part, true, &pls[p]);
+		if (rc < 0) {
+			fprintf(stderr, "bench_append: cannot open %s: %s\n", part, tfs_strerror(rc));
+			goto out;
+		}
 	}
 	printf("# bench_append records=%" PRIu64 " keys=%" PRIu64 " key_order=%s value_bytes=%u "
-	       "values=%s writers=%u batch=%u compression=%s zstd_level=%d durable_every=%" PRIu64
+	       "values=%s writers=%u partitions=%u batch=%u compression=%s zstd_level=%d durable_every=%" PRIu64
 	       " io=%s dir=%s%s\n",
 	       o.records, o.keys, o.random_keys ? "random" : "round-robin", o.value_bytes,
-	       o.json_values ? "json" : "letters", o.writers, o.batch, o.zstd ? "zstd" : "none",
+	       o.json_values ? "json" : "letters", o.writers, o.partitions, o.batch, o.zstd ? "zstd" : "none",
 	       cfg.zstd_level, o.durable_every, tfs_io_kind_name(tfs_io_kind_of(io)), root,
 	       o.encode_only ? " encode-only (nothing written)"
 	                     : o.producer_batches ? " producer-batches (built before the clock)" : "");
@@ -541,7 +557,7 @@ int main(int argc, char **argv)
 	pthread_barrier_init(&start, NULL, o.writers + 1);
 	barrier = true;
 	for (unsigned i = 0; i < o.writers; i++) {
-		w[i] = (struct writer){ .id = i, .o = &o, .pl = pl, .pool = pool,
+		w[i] = (struct writer){ .id = i, .o = &o, .pl = pls[i % o.partitions], .pool = pool,
 		                        .pool_values = pool_values, .start = &start,
 		                        .attributes = (int16_t)(cfg.compression & TFS_ATTR_CODEC_MASK),
 		                        .zstd_level = cfg.zstd_level,
@@ -559,7 +575,9 @@ int main(int argc, char **argv)
 	t0 = bench_now_s();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(w[i].thread, NULL);
-	rc = tfs_plog_sync(pl);
+	rc = 0;
+	for (unsigned p = 0; p < o.partitions && rc == 0; p++)
+		rc = tfs_plog_sync(pls[p]);
 	secs = bench_now_s() - t0;
 	for (unsigned i = 0; i < started; i++) {
 		free(w[i].batches);
@@ -575,7 +593,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_append: sync failed: %s\n", tfs_strerror(rc));
 		goto out;
 	}
-	tfs_plog_stats(pl, &st);
+	for (unsigned p = 0; p < o.partitions; p++) {
+		struct tfs_plog_stats one;
+		tfs_plog_stats(pls[p], &one);
+		st.size_bytes += one.size_bytes;
+		st.segments += one.segments;
+		st.live_keys += one.live_keys;
+		producers += tfs_plog_producers(pls[p], NULL, 0);
+	}
 	if (o.encode_only)
 		st.size_bytes = (int64_t)encoded;    /* the log these batches would make */
 	printf("seconds %.3f s\n", secs);
@@ -587,13 +612,14 @@ int main(int argc, char **argv)
 	printf("payload_bytes %" PRIu64 " bytes\n", payload);
 	printf("segments %d segments\n", st.segments);
 	printf("live_keys %zu keys\n", st.live_keys);
-	printf("producers %zu producers\n", tfs_plog_producers(pl, NULL, 0));
+	printf("producers %zu producers\n", producers);
 	printf("peak_rss_mb %.1f MB\n", bench_peak_rss_mb());
 	status = 0;
 out:
 	if (barrier)
 		pthread_barrier_destroy(&start);
-	tfs_plog_close(pl);
+	for (unsigned p = 0; p < o.partitions; p++)
+		tfs_plog_close(pls[p]);
 	tfs_fdcache_destroy(fdc);
 	tfs_io_destroy(io);
 	free(pool);

@@ -27,7 +27,8 @@
 #   1. bench_append --batch 1000 --writers 1 (its log size sizes the dd baseline)
 #   2. dd if=/dev/zero of=DATA_DIR/ddtest bs=1M count=<log MiB> conv=fdatasync;
 #      MB/s = bytes / seconds as dd reports them (MB = 10^6 bytes)
-#   3. bench_append --batch 1000 x --writers 2, and --zstd x --writers 1, 2 at the
+#   3. bench_append --batch 1000 x --writers 2 (one partition, and with --partitions 2
+#      a partition each: row b1000_w2_p2), and --zstd x --writers 1, 2 at the
 #      default compression.zstd.level (3) and at each of ZSTD_FAST_LEVELS (rows
 #      b1000_wW_zstd_lN), and at level 3 with --values json (rows *_zstd_json:
 #      JSON-shaped account state instead of random letters; the same sizes)
@@ -62,6 +63,8 @@
 #           ratio against the row). Every zstd level and value kind measured.
 #   open:   warm scan (log bytes / tfs_plog_open time) >= 1 GB/s
 #   producer state: each *_idem row's records/s >= 0.9 x its row without --idempotent
+#   scaling: records/s of two writers over one writer (b1000_w1), medians: on two
+#           partitions (b1000_w2_p2) >= 1.7, on one partition (b1000_w2) >= 1.3
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +82,8 @@ OPEN_TARGET_GBPS=1.0
 PSTATE_RECORDS=${PSTATE_RECORDS:-4000000}
 PSTATE_PRODUCERS=${PSTATE_PRODUCERS:-1000}
 IDEM_TARGET_RATIO=0.9
+SCALE_TWO_PARTITIONS_TARGET=1.7
+SCALE_ONE_PARTITION_TARGET=1.3
 
 die() { echo "engine.sh: $*" >&2; exit 1; }
 note() { echo "engine.sh: $*" >&2; }
@@ -132,6 +137,8 @@ DIRTY=$(git -C "$REPO" status --porcelain -- engine io 2>/dev/null | wc -l)
 echo "   commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') + $DIRTY changed/new files in engine/ io/, $(nproc) cpus, $(uname -r), $(free -g | awk '/^Mem:/ { print $2 " GiB RAM" }')"
 echo "   data dir $DATA: $(df -PT "$DATA" | awk 'NR == 2 { print $2 " on " $1 }'), build $BUILD"
 echo "   raw outputs: $LOGS"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "   load average $LOAD_START"
 
 # The append configs. Each runs REPEAT times, in rounds (every config once per
 # round, dd right after the round's first config), so drift on a shared machine
@@ -139,6 +146,7 @@ echo "   raw outputs: $LOGS"
 declare -A CFG_ARGS=(
 	[b1000_w1]="--records $RECORDS --batch 1000 --writers 1"
 	[b1000_w2]="--records $RECORDS --batch 1000 --writers 2"
+	[b1000_w2_p2]="--records $RECORDS --batch 1000 --writers 2 --partitions 2"
 	[b1000_w1_zstd]="--records $RECORDS --batch 1000 --writers 1 --zstd"
 	[b1000_w2_zstd]="--records $RECORDS --batch 1000 --writers 2 --zstd"
 	[b1000_w1_zstd_json]="--records $RECORDS --batch 1000 --writers 1 --zstd --values json"
@@ -155,7 +163,7 @@ declare -A CFG_ARGS=(
 	[b1_w1_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 1 --io sync"
 	[b1_w2_iosync]="--records $SINGLE_RECORDS --batch 1 --writers 2 --io sync"
 )
-ORDER=(b1000_w1 b1000_w2 b1000_w1_zstd b1000_w2_zstd b1000_w1_zstd_json b1000_w2_zstd_json
+ORDER=(b1000_w1 b1000_w2 b1000_w2_p2 b1000_w1_zstd b1000_w2_zstd b1000_w1_zstd_json b1000_w2_zstd_json
 	enc1000_w1_zstd enc1000_w1_zstd_json prod1000_w1 prod1000_w1_zstd prod1000_w2_zstd
 	prod1000_w1_zstd_json prod1000_w2_zstd_json)
 # producer-state validation: these rows against the same without --idempotent
@@ -210,6 +218,17 @@ spread() {
 	for f in "$LOGS/$1".*.out; do
 		[[ -s $f ]] && metric "$f" records_per_s
 	done | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f%%", (v[NR] - v[1]) * 100 / v[int((NR + 1) / 2)] }'
+}
+
+# runs_ratio FILE_A FILE_B -> records/s of run A over run B, two decimals
+runs_ratio() {
+	awk -v a="$(metric "$1" records_per_s)" -v c="$(metric "$2" records_per_s)" \
+		'BEGIN { if (c > 0) printf "%.2f", a / c; else print "-" }'
+}
+
+# verdict RATIO TARGET -> PASS or FAIL (counted in TARGET_FAILS by the caller)
+verdict() {
+	if awk -v r="$1" -v t="$2" 'BEGIN { exit !(r >= t) }'; then echo PASS; else echo FAIL; fi
 }
 
 # run_open TAG ARGS... : runs bench_open ARGS in DATA (with IO, and cold too when
@@ -299,6 +318,7 @@ echo "   prod1000_*: --producer-batches, batches built (and compressed) by the w
 echo "   producer does, then appended as they are (tfs_plog_append_batch: checked, decoded to index keys, written);"
 echo "   RSS includes those batches"
 echo "   b1_*: single-record appends (batch 1); *_iosync: the same on the pread/pwrite backend (--io sync)"
+echo "   *_p2: --partitions 2, each writer appending to a partition of its own (totals of both)"
 echo "   target: batched appends (b1000_*, prod1000_*) take records at >= $APPEND_TARGET_RATIO x dd bandwidth for the same bytes"
 echo
 echo "== open: tfs_plog_open (recovery scan + key directory rebuild) of a log of $OPEN_RECORDS records"
@@ -347,17 +367,31 @@ for tag in prod1000_w1_idem prod1000_w2_zstd_idem; do
 		note "$tag: producer state holds $(metric "$f" producers) producers, $base $(metric "$b" producers)"
 		ERRORS=$((ERRORS + 1))
 	fi
-	ratio=$(awk -v a="$(metric "$f" records_per_s)" -v c="$(metric "$b" records_per_s)" \
-		'BEGIN { if (c > 0) printf "%.2f", a / c; else print "-" }')
-	if awk -v r="$ratio" -v t="$IDEM_TARGET_RATIO" 'BEGIN { exit !(r >= t) }'; then
-		target=PASS
-	else
-		target=FAIL
-		TARGET_FAILS=$((TARGET_FAILS + 1))
-	fi
+	ratio=$(runs_ratio "$f" "$b")
+	target=$(verdict "$ratio" "$IDEM_TARGET_RATIO")
+	[[ $target == PASS ]] || TARGET_FAILS=$((TARGET_FAILS + 1))
 	printf '   %-22s %10s records/s vs %-17s %10s: %sx   target >= %s: %s\n' "$tag" \
 		"$(metric "$f" records_per_s)" "$base" "$(metric "$b" records_per_s)" "$ratio" \
 		"$IDEM_TARGET_RATIO" "$target"
+done
+
+echo
+echo "== scaling: two writers vs one (b1000_w1), median records/s; load average at the start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+for pair in "b1000_w2_p2 $SCALE_TWO_PARTITIONS_TARGET two partitions" \
+	"b1000_w2 $SCALE_ONE_PARTITION_TARGET one partition"; do
+	read -r tag want what <<<"$pair"
+	f=$(median_run "$tag")
+	b=$(median_run b1000_w1)
+	if [[ -z $f || -z $b ]]; then
+		printf '   %-12s run failed\n' "$tag"
+		continue
+	fi
+	ratio=$(runs_ratio "$f" "$b")
+	target=$(verdict "$ratio" "$want")
+	[[ $target == PASS ]] || TARGET_FAILS=$((TARGET_FAILS + 1))
+	printf '   %-12s %10s records/s vs b1000_w1 %10s: %sx (%s)   target >= %s: %s\n' "$tag" \
+		"$(metric "$f" records_per_s)" "$(metric "$b" records_per_s)" "$ratio" "$what" \
+		"$want" "$target"
 done
 
 echo

@@ -19,8 +19,19 @@
  *                               every 8 MiB not made durable: a background
  *                                 fdatasync (segment.h, flushing ahead)
  *                               under pl->lock: index entries, committed size,
- *                                 end offset, key directory
- *   woken with result  <------  complete the group, hand leadership on
+ *                                 end offset
+ *                               hand leadership on: the next leader starts
+ *                               key directory, after the group before (ticket
+ *                                 order), under pl->lock
+ *   woken with result  <------  complete the group
+ *
+ * The key directory is the costliest step for a batch of small records (a cache
+ * miss or two a key), so it runs beside the next group's encoding and write
+ * instead of before them: two writers on one partition keep two cores busy. It
+ * still precedes every acknowledgement of its group, and groups reach it in the
+ * order they were written, so a key's changes arrive in offset order. An
+ * exclusive request (a roll, the cleaner's swap, retention) waits until every
+ * group before it is in the directory (keydir_drain).
  *
  * On a write error the tail is truncated back to the committed size, so nothing
  * of the failed group is ever visible, and every waiter of the group gets the
@@ -185,6 +196,7 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 	}
 	pthread_rwlock_init(&pl->lock, NULL);
 	pthread_mutex_init(&pl->q_lock, NULL);
+	pthread_cond_init(&pl->kd_cond, NULL);
 	tfs_batch_builder_init(&pl->builder);
 	atomic_init(&pl->unsynced_since_ms, 0);
 	pl->dirfd = tfs__plog_dir_open(pl);
@@ -208,6 +220,7 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 fail_locks:
 	pthread_rwlock_destroy(&pl->lock);
 	pthread_mutex_destroy(&pl->q_lock);
+	pthread_cond_destroy(&pl->kd_cond);
 	tfs_batch_builder_release(&pl->builder);
 fail:
 	if (pl) {
@@ -259,10 +272,12 @@ void tfs_plog_close(struct tfs_plog *pl)
 	for (int i = 0; i < pl->nidle_enc; i++)   /* all idle: no append is in flight */
 		tfs__encoder_free(pl->idle_enc[i]);
 	free(pl->wbuf);
-	free(pl->kops);
+	for (size_t i = 0; i < sizeof(pl->kops_idle) / sizeof(pl->kops_idle[0]); i++)
+		free(pl->kops_idle[i]);
 	free(pl->uncleanable_reason);
 	pthread_rwlock_destroy(&pl->lock);
 	pthread_mutex_destroy(&pl->q_lock);
+	pthread_cond_destroy(&pl->kd_cond);
 	free(pl->path);
 	free(pl);
 }
@@ -451,21 +466,6 @@ fail:
 	tfs_segment_unref(fresh);
 	tfs_log_error("plog", "cannot roll %s: %s", pl->path, tfs_strerror(rc));
 	return rc;
-}
-
-/* Makes room for n key-directory changes in pl->kops. Leader only. */
-static int kops_reserve(struct tfs_plog *pl, size_t n)
-{
-	struct tfs_keydir_op *p;
-
-	if (n <= pl->kops_cap)
-		return 0;
-	p = realloc(pl->kops, n * sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	pl->kops = p;
-	pl->kops_cap = n;
-	return 0;
 }
 
 static int wbuf_reserve(struct tfs_plog *pl, size_t need)
@@ -695,15 +695,17 @@ static int redo_producers(struct tfs_plog *pl, struct producer_change *c, size_t
 	return 0;
 }
 
-/* Encodes, writes and publishes the group's n waiters from head. Leader only;
- * called without q_lock, so it walks exactly n links: the last member's next
- * may be set by a new arrival at any moment. Returns 0 or the error every
- * waiter of the group gets. */
+/* Encodes, writes and publishes the group's n waiters from head: the batches,
+ * their index entries, the committed size and the end offset, but not the key
+ * directory (keydir_phase, after the queue is handed on). Leader only; called
+ * without q_lock, so it walks exactly n links: the last member's next may be set
+ * by a new arrival at any moment. Returns 0 or the error every waiter of the
+ * group gets. */
 static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 {
 	struct tfs__waiter *w;
 	size_t incoming = 0, batch_bytes = 0;
-	size_t nunits = 0, nrecs = 0;
+	size_t nunits = 0;
 	bool durable = false;
 	int64_t now = tfs_now_ms();
 	tfs_offset_t next = pl->end_offset, batch_base = next;
@@ -714,8 +716,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	int fd;
 	bool in_batch = false;
 	struct tfs_batch_params params;
-	size_t k, nops = 0;
-	bool kops_failed = false;
+	size_t k;
 	struct iovec *iov = NULL;
 	bool has_pid = false;
 	int64_t incoming_ts = INT64_MIN;     /* the newest timestamp of the group */
@@ -729,7 +730,6 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 		incoming += w->bytes;
 		durable |= w->durable;
 		nunits++;
-		nrecs += w->count;
 		if (w->count > 0 && ts > incoming_ts)
 			incoming_ts = ts;
 	}
@@ -875,32 +875,6 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	else
 		tfs_segment_flush_ahead(seg, FLUSH_AHEAD_BYTES);
 
-	/* The key directory's changes, hashed before taking the lock. */
-	{
-		nops = 0;
-		if (kops_reserve(pl, nrecs) == 0) {
-			for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
-				bool txn = w->pre && (w->pre->txn_data || w->pre->marker);
-				for (size_t i = 0; !w->skip && !txn && i < w->count; i++) {
-					const struct tfs_append_rec *r = &w->recs[i];
-					struct tfs_keydir_op *op;
-					if (r->key_null)
-						continue;
-					op = &pl->kops[nops++];
-					op->key = r->key;
-					op->hash = w->pre ? w->pre->hashes[i] : tfs_keydir_hash(r->key);
-					op->remove = r->value_null;
-					op->info = (struct tfs_keyinfo){
-						w->first + (tfs_offset_t)i,
-						w->pre && w->pre->timestamps ? w->pre->timestamps[i] : w->timestamp,
-						(uint32_t)r->value.len };
-				}
-			}
-		} else {
-			kops_failed = true;
-		}
-	}
-
 	pthread_rwlock_wrlock(&pl->lock);
 	for (int i = 0; i < g.nspans; i++) {
 		/* -ENOMEM here only costs an index entry: lookups scan a little further */
@@ -912,19 +886,13 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	pl->end_offset = next;
 	if (has_pid)
 		seg->has_producer_ids = true;   /* the cleaner reads producer state here */
-	if (kops_failed || tfs_keydir_apply(pl->kd, pl->kops, nops) < 0)
-		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
-		              pl->path);
-	/* Markers last: a COMMIT's keys become visible with it, an ABORT's entry
-	 * goes to the segment that holds it (its .txnindex, written below). */
+	/* An ABORT's entry goes to the segment that holds it (its .txnindex, written
+	 * below); the key directory follows in the group's second phase
+	 * (keydir_phase), a COMMIT's keys with their marker. */
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
-		if (w->skip || !w->pre || !w->pre->marker)
+		if (w->skip || !w->pre || !w->pre->marker || w->pre->commit)
 			continue;
-		if (w->pre->commit) {
-			if (tfs_keydir_apply(pl->kd, w->pre->txn_ops, w->pre->txn_nops) < 0)
-				tfs_log_error("plog", "out of memory indexing keys of %s; remount to "
-				              "rebuild", pl->path);
-		} else if (tfs_segment_add_aborted(seg, &w->pre->aborted) < 0) {
+		if (tfs_segment_add_aborted(seg, &w->pre->aborted) < 0) {
 			tfs_log_error("plog", "out of memory noting an aborted transaction of %s; "
 			              "the next open rebuilds its .txnindex", pl->path);
 		} else {
@@ -1098,6 +1066,127 @@ static bool preencode_worth(const struct tfs_plog *pl, size_t bytes)
 	return bytes >= PREENCODE_MIN_BYTES && pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME;
 }
 
+/* A buffer of key-directory changes for one group's second phase: one of the
+ * partition's idle ones (kops_idle) when there is one, else a new one. Under
+ * q_lock. */
+struct kops_buf {
+	struct tfs_keydir_op *ops;
+	size_t cap;
+};
+
+static struct kops_buf kops_take(struct tfs_plog *pl)
+{
+	struct kops_buf b = { NULL, 0 };
+
+	for (size_t i = 0; i < sizeof(pl->kops_idle) / sizeof(pl->kops_idle[0]); i++) {
+		if (pl->kops_idle[i]) {
+			b = (struct kops_buf){ pl->kops_idle[i], pl->kops_idle_cap[i] };
+			pl->kops_idle[i] = NULL;
+			break;
+		}
+	}
+	return b;
+}
+
+/* Gives b back to the idle ones, or frees it when they are all there. Under
+ * q_lock. */
+static void kops_give(struct tfs_plog *pl, struct kops_buf b)
+{
+	for (size_t i = 0; b.ops && i < sizeof(pl->kops_idle) / sizeof(pl->kops_idle[0]); i++) {
+		if (!pl->kops_idle[i]) {
+			pl->kops_idle[i] = b.ops;
+			pl->kops_idle_cap[i] = b.cap;
+			return;
+		}
+	}
+	free(b.ops);
+}
+
+/* Lists the key-directory changes of a written group (n waiters from head) in
+ * b, in offset order: every keyed record of every unit written, but not a
+ * transaction's, whose keys come with its COMMIT marker. Hashed here, before
+ * any lock is taken. The number of changes, or -ENOMEM. */
+static ssize_t kops_list(struct kops_buf *b, struct tfs__waiter *head, size_t n)
+{
+	struct tfs__waiter *w;
+	size_t k, nrecs = 0, nops = 0;
+
+	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL)
+		nrecs += w->skip ? 0 : w->count;
+	if (nrecs > b->cap) {
+		struct tfs_keydir_op *p = realloc(b->ops, nrecs * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		b->ops = p;
+		b->cap = nrecs;
+	}
+	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
+		bool txn = w->pre && (w->pre->txn_data || w->pre->marker);
+		for (size_t i = 0; !w->skip && !txn && i < w->count; i++) {
+			const struct tfs_append_rec *r = &w->recs[i];
+			if (r->key_null)
+				continue;
+			b->ops[nops++] = (struct tfs_keydir_op){
+				.key = r->key,
+				.hash = w->pre ? w->pre->hashes[i] : tfs_keydir_hash(r->key),
+				.remove = r->value_null,
+				.info = { w->first + (tfs_offset_t)i,
+				          w->pre && w->pre->timestamps ? w->pre->timestamps[i] : w->timestamp,
+				          (uint32_t)r->value.len },
+			};
+		}
+	}
+	return (ssize_t)nops;
+}
+
+/* The second phase of a group commit: the key directory learns what the group
+ * (n waiters from head, written and published by commit_group; nothing if it
+ * failed, written < 0) wrote, after every group before it (ticket order), so
+ * that a key's changes reach it in offset order; meanwhile the next leader
+ * encodes and writes. Its waiters are answered after this, so a read after an
+ * acknowledgement finds the record, and a reader racing it finds the old record
+ * or the new one, under pl->lock. Called without q_lock; takes it to wait for
+ * the turn. ticket NULL: no turn to wait for, the caller being an exclusive
+ * request's (after keydir_drain) that wrote a group of its own. */
+static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
+                         int written, const uint64_t *ticket, struct kops_buf *b)
+{
+	struct tfs__waiter *w;
+	ssize_t nops = written < 0 ? 0 : kops_list(b, head, n);
+	bool failed = nops < 0;
+	size_t k;
+
+	if (ticket) {
+		pthread_mutex_lock(&pl->q_lock);
+		while (pl->kd_done != *ticket)
+			pthread_cond_wait(&pl->kd_cond, &pl->q_lock);
+		pthread_mutex_unlock(&pl->q_lock);
+	}
+
+	pthread_rwlock_wrlock(&pl->lock);
+	if (nops > 0 && tfs_keydir_apply(pl->kd, b->ops, (size_t)nops) < 0)
+		failed = true;
+	/* markers last: a COMMIT's keys become visible with it */
+	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL) {
+		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
+		    tfs_keydir_apply(pl->kd, w->pre->txn_ops, w->pre->txn_nops) < 0)
+			failed = true;
+	}
+	pthread_rwlock_unlock(&pl->lock);
+	if (failed)
+		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
+		              pl->path);
+}
+
+/* Waits until every group written so far is in the key directory, so that an
+ * exclusive request (a swap, retention, append_onto) finds it whole. As the
+ * leader, under q_lock: no group starts meanwhile. */
+static void keydir_drain(struct tfs_plog *pl)
+{
+	while (pl->kd_done != pl->kd_issued)
+		pthread_cond_wait(&pl->kd_cond, &pl->q_lock);
+}
+
 /* Runs one append unit through the group-commit queue. given: a unit already
  * encoded and checked (a producer's batch), placed as it is. */
 static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
@@ -1109,6 +1198,8 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	struct tfs__waiter *stop, *w, *next;
 	struct tfs__preencoded pre = { .enc = NULL };
 	size_t budget = 0, n = 0, npre = 0;
+	uint64_t ticket = 0;
+	struct kops_buf kops = { NULL, 0 };
 	int rc;
 
 	self.bytes = bytes;
@@ -1168,29 +1259,44 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 			n++;
 		}
 	}
-	pthread_mutex_unlock(&pl->q_lock);
-
-	if (self.exclusive)
+	if (self.exclusive) {
+		keydir_drain(pl);
+		pthread_mutex_unlock(&pl->q_lock);
 		rc = self.exclusive(pl, self.exclusive_arg);
-	else
+		pthread_mutex_lock(&pl->q_lock);
+	} else {
+		pthread_mutex_unlock(&pl->q_lock);
 		rc = commit_group(pl, &self, n);
-
-	pthread_mutex_lock(&pl->q_lock);
+		pthread_mutex_lock(&pl->q_lock);
+		ticket = pl->kd_issued++;
+		kops = kops_take(pl);
+	}
 	stop = &self;
 	for (size_t k = 0; k < n; k++)
 		stop = stop->next;      /* re-read under q_lock: arrivals may have linked on */
-	for (w = &self; w != stop; w = next) {
+	/* the next leader starts while this group's keys go into the directory */
+	pl->q_head = stop;
+	if (!stop)
+		pl->q_tail = NULL;
+	else
+		pthread_cond_signal(&stop->cond);
+	if (!self.exclusive) {
+		pthread_mutex_unlock(&pl->q_lock);
+		keydir_phase(pl, &self, n, rc, &ticket, &kops);
+		pthread_mutex_lock(&pl->q_lock);
+		pl->kd_done = ticket + 1;
+		pthread_cond_broadcast(&pl->kd_cond);
+		kops_give(pl, kops);
+	}
+	/* n links: stop may be a leader at work by now, its next links its own */
+	w = &self;
+	for (size_t k = 0; k < n; k++, w = next) {
 		next = w->next;
 		w->result = rc < 0 ? rc : w->refused;
 		w->done = true;
 		if (w != &self)
 			pthread_cond_signal(&w->cond);
 	}
-	pl->q_head = stop;
-	if (!stop)
-		pl->q_tail = NULL;
-	else
-		pthread_cond_signal(&stop->cond);   /* the next leader */
 done:
 	/* the group that wrote the batch is complete: the encoder is free again */
 	if (pre.enc)
@@ -1286,6 +1392,11 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 		rc = -EFBIG;
 	else
 		rc = commit_group(pl, &w, 1);
+	if (rc == 0) {
+		struct kops_buf b = { NULL, 0 };
+		keydir_phase(pl, &w, 1, rc, NULL, &b);
+		free(b.ops);
+	}
 	a->first = w.first;
 	a->timestamp = w.timestamp;
 out:

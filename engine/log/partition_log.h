@@ -27,8 +27,10 @@
  * Group commit: appenders queue their requests; the first in line becomes the
  * leader, takes every request queued behind it (up to a byte budget), encodes them
  * into batches (one request never spans two batches), writes them with one
- * write, fsyncs once if any of them asked for durability, updates the key
- * directory and wakes the others. An appender that finds a leader at work encodes
+ * write, fsyncs once if any of them asked for durability, publishes the new size
+ * and end offset, hands the queue to the next leader, then updates the key
+ * directory (after every group written before, in that order) and wakes the
+ * others: a request is answered once its keys are in the directory. An appender that finds a leader at work encodes
  * a large request as a batch of its own while it waits (the CRC does not cover
  * the base offset, which the leader fills in), so that two writers use two cores.
  * Every FLUSH_AHEAD_BYTES of non-durable appends start a background fdatasync of
@@ -38,9 +40,10 @@
  * (engine.c, tfs_engine_delete_records) -> topic registry lock (engine.c) ->
  * topic lock -> cleaner checkpoint-file lock -> cleaner manager lock
  * (cleaner_manager.c; never held while calling into a partition log) ;
- * pl->q_lock (group-commit queue) -> pl->lock (rwlock: key directory, segment
- * list, sizes) -> fd cache lock. The cleaner's swaps and retention run as the
- * group-commit leader (tfs__plog_run_exclusive) and take pl->lock for writing
+ * pl->q_lock (group-commit queue, key-directory tickets) -> pl->lock (rwlock:
+ * key directory, segment list, sizes) -> fd cache lock. The cleaner's swaps and
+ * retention run as the group-commit leader (tfs__plog_run_exclusive), once every
+ * group before them is in the key directory, and take pl->lock for writing
  * only to publish; the cleaner's throttler and log locks are leaves.
  *
  * Threads: every function may be called from any thread.

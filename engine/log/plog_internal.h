@@ -54,8 +54,6 @@ struct tfs_plog {
 	struct tfs_batch_builder builder;
 	uint8_t *wbuf;
 	size_t wcap;
-	struct tfs_keydir_op *kops;         /* key-directory changes of one group */
-	size_t kops_cap;
 	struct tfs__kdfeed *kdfeed;         /* during the open-time scan only */
 
 	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
@@ -74,6 +72,17 @@ struct tfs_plog {
 	/* The log start offset DeleteRecords moved (plog_start.c), under pl->lock;
 	 * 0 until then. The log starts at the larger of it and seg[0]'s base. */
 	tfs_offset_t deleted_below;
+	/* The key directory's phase of group commit (partition_log.c, submit): a
+	 * leader hands the queue on once its group is written and published, then
+	 * applies the group's key changes in ticket order, the order the groups were
+	 * written. Under q_lock: kd_issued, the next ticket; kd_done, the ticket
+	 * whose changes go next (every ticket below it is applied); kd_cond
+	 * announces each step of kd_done. Idle buffers of key changes (kops_idle,
+	 * their capacities in kops_idle_cap) too. */
+	uint64_t kd_issued, kd_done;
+	pthread_cond_t kd_cond;
+	struct tfs_keydir_op *kops_idle[2];
+	size_t kops_idle_cap[2];
 };
 
 /* The segment list (struct tfs_seglist, tfs__seglist_put, tfs__seglist_find,

@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/log/plog_cleaning.h"
 #include "engine/log/plog_internal.h"
 #include "io/log.h"
 
 struct below {
 	tfs_offset_t offset;
+	tfs_offset_t start;              /* the log start offset after the request */
 	struct tfs_slice *keys;          /* copies, each malloc'd */
 	size_t n, cap;
 	int err;
@@ -51,28 +53,40 @@ nomem:
 	return 1;
 }
 
+/* As an exclusive request: every group written before it is in the key
+ * directory (a group's keys go in after its records are published), so none of
+ * them can bring back a key below the new start. */
+static int delete_below_exclusive(struct tfs_plog *pl, void *arg)
+{
+	struct below *b = arg;
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&pl->lock);
+	b->start = tfs__plog_start(pl);
+	if (b->offset > pl->end_offset) {
+		rc = -ERANGE;
+	} else if (b->offset > b->start) {
+		(void)tfs_keydir_scan(pl->kd, false, 0, collect, b);
+		rc = b->err;
+		if (rc == 0) {
+			for (size_t i = 0; i < b->n; i++)
+				tfs_keydir_remove(pl->kd, b->keys[i], b->offset);
+			pl->deleted_below = b->offset;
+			b->start = b->offset;
+		}
+	}
+	pthread_rwlock_unlock(&pl->lock);
+	return rc;
+}
+
 int tfs_plog_delete_below(struct tfs_plog *pl, tfs_offset_t offset,
                           void (*gone)(void *arg, const struct tfs_slice *keys, size_t n),
                           void *arg, tfs_offset_t *start)
 {
 	struct below b = { .offset = offset };
-	int rc = 0;
+	int rc = tfs__plog_run_exclusive(pl, delete_below_exclusive, &b);
 
-	pthread_rwlock_wrlock(&pl->lock);
-	*start = tfs__plog_start(pl);
-	if (offset > pl->end_offset) {
-		rc = -ERANGE;
-	} else if (offset > *start) {
-		(void)tfs_keydir_scan(pl->kd, false, 0, collect, &b);
-		rc = b.err;
-		if (rc == 0) {
-			for (size_t i = 0; i < b.n; i++)
-				tfs_keydir_remove(pl->kd, b.keys[i], offset);
-			pl->deleted_below = offset;
-			*start = offset;
-		}
-	}
-	pthread_rwlock_unlock(&pl->lock);
+	*start = b.start;
 	if (rc == 0 && b.n)
 		tfs_log_info("plog", "%s: log start offset %" PRId64 ": %zu keys had only older "
 		             "records and are gone", pl->path, offset, b.n);
