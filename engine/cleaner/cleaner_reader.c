@@ -105,7 +105,7 @@ int tfs__seg_reader_next(struct tfs__seg_reader *r, struct tfs_batch_header *h,
 	if (rc < 0)
 		return tfs__seg_reader_corrupt(r, why);
 	size = tfs_batch_size(h);
-	if (size > TFS_CLEANER_MAX_BATCH_BYTES || (tfs_pos_t)size > r->limit - r->pos)
+	if (size > TFS_MAX_BATCH_BYTES || (tfs_pos_t)size > r->limit - r->pos)
 		return tfs__seg_reader_corrupt(r, "batch extends past the segment");
 	p = reader_fill(r, size, &err);
 	if (!p)

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/log/log_damage.h"
 #include "engine/inspect/log_inspect_internal.h"
+#include "engine/ondisk.h"
 #include "io/io.h"
 
 #define SCAN_BUF_BYTES ((size_t)1 << 20)     /* read-ahead of the scanner */
@@ -193,7 +194,7 @@ enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base)
 
 	if (base)
 		*base = TFS_OFFSET_NONE;
-	if (ends_with(name, ".tmp"))
+	if (ends_with(name, TFS_SUFFIX_TMP))
 		return TFS_FILE_LEFTOVER;
 	if (!strcmp(name, "leader-epoch-checkpoint") || !strcmp(name, "partition.metadata"))
 		return TFS_FILE_KAFKA;
@@ -201,17 +202,17 @@ enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base)
 		return TFS_FILE_OTHER;
 	if (base)
 		*base = b;
-	if (ends_with(suffix, ".cleaned") || ends_with(suffix, ".swap") || ends_with(suffix, ".deleted"))
+	if (ends_with(suffix, TFS_SUFFIX_CLEANED) || ends_with(suffix, TFS_SUFFIX_SWAP) || ends_with(suffix, TFS_SUFFIX_DELETED))
 		return TFS_FILE_LEFTOVER;
-	if (!strcmp(suffix, ".log"))
+	if (!strcmp(suffix, TFS_SUFFIX_LOG))
 		return TFS_FILE_LOG;
-	if (!strcmp(suffix, ".index"))
+	if (!strcmp(suffix, TFS_SUFFIX_INDEX))
 		return TFS_FILE_INDEX;
-	if (!strcmp(suffix, ".timeindex"))
+	if (!strcmp(suffix, TFS_SUFFIX_TIMEINDEX))
 		return TFS_FILE_TIMEINDEX;
-	if (!strcmp(suffix, ".snapshot"))
+	if (!strcmp(suffix, TFS_SUFFIX_SNAPSHOT))
 		return TFS_FILE_SNAPSHOT;
-	if (!strcmp(suffix, ".txnindex"))
+	if (!strcmp(suffix, TFS_SUFFIX_TXNINDEX))
 		return TFS_FILE_TXNINDEX;
 	return TFS_FILE_OTHER;
 }
@@ -292,32 +293,6 @@ int tfs_inspect_list_dir(const char *dir, struct tfs_dir_listing *out)
 	}
 	if (out->count)
 		qsort(out->files, out->count, sizeof(*out->files), cmp_dir_file);
-	return 0;
-}
-
-int tfs_inspect_parse_partition_dir(const char *name, char *topic, size_t cap, int32_t *partition)
-{
-	const char *dash = strrchr(name, '-');
-	size_t tlen;
-	int64_t v = 0;
-
-	if (!dash || !dash[1] || dash == name)
-		return -EINVAL;
-	for (const char *p = dash + 1; *p; p++) {
-		if (*p < '0' || *p > '9' || p - dash > 10)
-			return -EINVAL;
-		v = v * 10 + (*p - '0');
-	}
-	if (v > INT32_MAX || (dash[1] == '0' && dash[2]))
-		return -EINVAL;
-	tlen = (size_t)(dash - name);
-	if (tlen >= cap)
-		return -EINVAL;
-	memcpy(topic, name, tlen);
-	topic[tlen] = '\0';
-	if (!tfs_topic_name_valid(topic))
-		return -EINVAL;
-	*partition = (int32_t)v;
 	return 0;
 }
 

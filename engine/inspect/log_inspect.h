@@ -54,13 +54,13 @@
 
 #include "engine/format/batch_codec.h"
 #include "engine/log/segment.h"
+#include "engine/ondisk.h"
 #include "engine/types.h"
 
 struct tfs_io;
 
-/* The directory of topic configs in a data directory: DATA_DIR/topics/<topic>,
- * one Java-properties file per topic (engine.h, topic_config.h). */
-#define TFS_INSPECT_CONFIG_DIR "topics"
+/* Names of a data directory's files and the partition-directory name rule
+ * (tfs_partition_dir_parse) are engine/ondisk.h's, shared with the mount. */
 
 /* ---- one segment file, batch by batch ------------------------------------------ */
 
@@ -131,10 +131,6 @@ int tfs_inspect_list_dir(const char *dir, struct tfs_dir_listing *out);
 void tfs_dir_listing_release(struct tfs_dir_listing *l);
 /* Kind of a file name (see enum). */
 enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base);
-/* Parses a partition directory's name "<topic>-<N>" into topic (cap bytes) and
- * *partition. -EINVAL if it is not one (a "-delete" name is not). */
-int tfs_inspect_parse_partition_dir(const char *name, char *topic, size_t cap,
-                                    int32_t *partition);
 
 /* ---- index files ----------------------------------------------------------- */
 

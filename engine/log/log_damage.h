@@ -14,7 +14,7 @@
  *         lie at or above the smallest offset allowed (past the previous readable
  *         batch and the segment's own base) and below the next segment's base.
  *   SKIP  the framing holds (magic 2, a length that ends inside the file and
- *         within TFS_DAMAGE_MAX_BATCH_BYTES) but something else fails. Its
+ *         within TFS_MAX_BATCH_BYTES) but something else fails. Its
  *         records are unreadable; the next batch starts right after it and is
  *         judged on its own.
  *   REST  the magic or the length is garbage, or the file ends inside the batch:
@@ -43,10 +43,9 @@
 #include <stdint.h>
 
 #include "engine/format/batch_codec.h"
+#include "engine/ondisk.h"
 #include "engine/types.h"
 
-/* A larger declared batch is garbage (Kafka's own limit is far below). */
-#define TFS_DAMAGE_MAX_BATCH_BYTES ((size_t)256 << 20)
 /* Bytes of the header that frame a batch: base offset, length, epoch, magic. */
 #define TFS_DAMAGE_FRAME_BYTES 17
 
@@ -84,7 +83,7 @@ static inline size_t tfs_damage_frame(const uint8_t *p, size_t avail, int64_t le
 		*why = "batch length below the header size";
 		return 0;
 	}
-	if (size > TFS_DAMAGE_MAX_BATCH_BYTES) {
+	if (size > TFS_MAX_BATCH_BYTES) {
 		*why = "batch length above 256 MiB";
 		return 0;
 	}
@@ -97,7 +96,7 @@ static inline size_t tfs_damage_frame(const uint8_t *p, size_t avail, int64_t le
 }
 
 /* Whether the batch at p failed tfs_damage_frame only for its size: magic 2, a
- * length past TFS_DAMAGE_MAX_BATCH_BYTES, and the whole of it in the file. A
+ * length past TFS_MAX_BATCH_BYTES, and the whole of it in the file. A
  * broker whose max.message.bytes is larger may have written it; it is a bound of
  * topicfs's, never a torn tail (log_recovery.c refuses the partition instead of
  * cutting it). */
@@ -109,7 +108,7 @@ static inline bool tfs_damage_over_bound(const uint8_t *p, size_t avail, int64_t
 		return false;
 	size = ((uint64_t)p[8] << 24 | (uint64_t)p[9] << 16 | (uint64_t)p[10] << 8 | p[11]) +
 	       TFS_BATCH_LOG_OVERHEAD;
-	return size > TFS_DAMAGE_MAX_BATCH_BYTES && size <= (uint64_t)INT32_MAX +
+	return size > TFS_MAX_BATCH_BYTES && size <= (uint64_t)INT32_MAX +
 	       TFS_BATCH_LOG_OVERHEAD && (int64_t)size <= left;
 }
 

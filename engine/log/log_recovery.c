@@ -40,6 +40,7 @@
 
 #include "engine/log/log_damage.h"
 #include "engine/log/plog_internal.h"
+#include "engine/ondisk.h"
 #include "io/log.h"
 
 /* Sequential read size of the open scan: small enough that the CRC check and the
@@ -47,7 +48,6 @@
  * chunks went out to L3: ~10% slower opens, bench/bench_open), large enough that
  * the syscalls do not count. */
 #define RECOVERY_CHUNK (256u << 10)
-#define MAX_BATCH_BYTES (256u << 20)
 #define PATH_CAP 4096
 #define REASON_CAP 512
 /* A segment from this size on feeds the key directory on a second thread
@@ -146,22 +146,22 @@ static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
 
 		if (de->d_name[0] == '.')
 			continue;
-		if (ends_with(de->d_name, ".tmp")) {
+		if (ends_with(de->d_name, TFS_SUFFIX_TMP)) {
 			if (!pl->env.read_only)
 				remove_file(pl, de->d_name, "stale temporary file");
 			continue;
 		}
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0)
 			continue;
-		if (ends_with(suffix, ".deleted")) {
+		if (ends_with(suffix, TFS_SUFFIX_DELETED)) {
 			if (!pl->env.read_only)
 				remove_file(pl, de->d_name, "deletion left by a previous run");
-		} else if (ends_with(suffix, ".cleaned")) {
+		} else if (ends_with(suffix, TFS_SUFFIX_CLEANED)) {
 			if (base < d->min_cleaned)
 				d->min_cleaned = base;
-		} else if (ends_with(suffix, ".swap")) {
+		} else if (ends_with(suffix, TFS_SUFFIX_SWAP)) {
 			*have_swap = true;
-		} else if (!strcmp(suffix, ".log")) {
+		} else if (!strcmp(suffix, TFS_SUFFIX_LOG)) {
 			rc = push_base(d, base);
 			if (rc < 0)
 				break;
@@ -190,9 +190,9 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0)
 			continue;
-		if (ends_with(suffix, ".cleaned")) {
+		if (ends_with(suffix, TFS_SUFFIX_CLEANED)) {
 			remove_file(pl, de->d_name, "output of an interrupted cleaning pass");
-		} else if (ends_with(suffix, ".swap")) {
+		} else if (ends_with(suffix, TFS_SUFFIX_SWAP)) {
 			if (base >= d->min_cleaned) {
 				remove_file(pl, de->d_name, "part of an interrupted swap");
 				continue;
@@ -250,8 +250,10 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 			tfs_segment_unref(sw);
 			for (size_t j = 0; j < d->nlogs; j++) {
 				if (d->logs[j] > base && d->logs[j] < next) {
-					static const char *const sfx[] = { ".log", ".index", ".timeindex",
-					                                   ".txnindex" };
+					static const char *const sfx[] = {
+						TFS_SUFFIX_LOG, TFS_SUFFIX_INDEX, TFS_SUFFIX_TIMEINDEX,
+						TFS_SUFFIX_TXNINDEX
+					};
 					for (size_t k = 0; k < sizeof(sfx) / sizeof(sfx[0]); k++) {
 						char name[64];
 						snprintf(name, sizeof(name), "%020" PRId64 "%s", d->logs[j], sfx[k]);
@@ -261,7 +263,7 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 				}
 			}
 		}
-		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(".swap")), swaps[i]);
+		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(TFS_SUFFIX_SWAP)), swaps[i]);
 		if (pl->env.read_only) {
 			/* read the new segment where it is; its originals are left out */
 			tfs_log_warn("recovery", "reading %s/%s in place of %s: a swap to finish "
@@ -308,8 +310,8 @@ static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
 		bool known = false;
 
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0 ||
-		    (strcmp(suffix, ".index") && strcmp(suffix, ".timeindex") &&
-		     strcmp(suffix, ".txnindex")))
+		    (strcmp(suffix, TFS_SUFFIX_INDEX) && strcmp(suffix, TFS_SUFFIX_TIMEINDEX) &&
+		     strcmp(suffix, TFS_SUFFIX_TXNINDEX)))
 			continue;
 		for (size_t i = 0; i < d->nlogs && !known; i++)
 			known = d->logs[i] == base;
@@ -658,7 +660,7 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 				tfs_log_error("recovery", "%s/%020" PRId64 ".log at position %" PRId64
 				              ": a batch larger than topicfs reads (%zu bytes at most); "
 				              "nothing truncated, the partition is not opened", pl->path,
-				              seg->base_offset, pos, TFS_DAMAGE_MAX_BATCH_BYTES);
+				              seg->base_offset, pos, TFS_MAX_BATCH_BYTES);
 				return -EFBIG;
 			}
 			if (last)
@@ -791,7 +793,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		n++;
 		if (!pl->env.read_only && seg->corrupt_at < 0 &&
 		    !tfs_segment_txnindex_match(seg, pl->dirfd)) {
-			tfs_log_warn("recovery", "rebuilt .txnindex of %s/%020" PRId64 ".log", pl->path,
+			tfs_log_warn("recovery", "rebuilt .txnindex of %s/%020" PRId64 TFS_SUFFIX_LOG, pl->path,
 			             seg->base_offset);
 			rc = tfs_segment_write_txnindex(seg, pl->dirfd, "");
 			if (rc < 0)
@@ -806,7 +808,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		} else {
 			seg->sealed = true;
 			if (!pl->env.read_only && seg->corrupt_at < 0 && !tfs_segment_indexes_match(seg)) {
-				tfs_log_warn("recovery", "rebuilt index of %s/%020" PRId64 ".log", pl->path,
+				tfs_log_warn("recovery", "rebuilt index of %s/%020" PRId64 TFS_SUFFIX_LOG, pl->path,
 				             seg->base_offset);
 				rc = tfs_segment_write_indexes(seg, pl->dirfd, false);
 				if (rc < 0)

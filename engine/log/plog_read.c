@@ -14,13 +14,13 @@
 #include <string.h>
 
 #include "engine/log/plog_internal.h"
+#include "engine/ondisk.h"
 #include "io/log.h"
 
 #define WINDOW_READ_BYTES (16u << 10)   /* a point read: the index interval (4 KiB by
                                          * default) around the offset and then some, so
                                          * that neighbours come along in the same I/O */
 #define SCAN_READ_CHUNK (1u << 20)      /* cursors read sequentially in big chunks */
-#define MAX_BATCH_BYTES (256u << 20)    /* a larger declared batch is corrupt */
 #define KEY_READ_RETRIES 3              /* a key rewritten and cleaned between lookup and read */
 
 /* A window [start, start + len) of one segment's bytes. */
@@ -203,7 +203,7 @@ int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
 		if (rc < 0)
 			return rc == TFS_EUNSUPPORTED ? rc : corrupt(c, seg, why);
 		size = tfs_batch_size(&c->bh);
-		if (size > MAX_BATCH_BYTES)
+		if (size > TFS_MAX_BATCH_BYTES)
 			return corrupt(c, seg, "batch larger than any valid batch");
 		if (tfs_batch_last_offset(&c->bh) < c->from) {
 			c->pos += (tfs_pos_t)size;
@@ -681,7 +681,7 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 
 			rc = tfs_batch_header_decode(buf + end, want - end, &h, &why);
 			size = rc == 0 ? tfs_batch_size(&h) : 0;
-			if (rc == 0 && size > MAX_BATCH_BYTES) {
+			if (rc == 0 && size > TFS_MAX_BATCH_BYTES) {
 				rc = TFS_ECORRUPT;
 				why = "batch larger than any valid batch";
 			}

@@ -428,7 +428,7 @@ static void a_batch_past_our_bound_is_refused_never_cut(void **state)
 {
 	struct fx *f = *state;
 	struct tfs_plog_env env = { f->io, f->fdc, &f->cfg, false };
-	const int64_t big = (int64_t)TFS_DAMAGE_MAX_BATCH_BYTES + 4096;
+	const int64_t big = (int64_t)TFS_MAX_BATCH_BYTES + 4096;
 	uint8_t hdr[TFS_BATCH_HEADER_BYTES] = { 0 };
 	struct tfs_plog_stats st;
 	struct tfs_plog *pl = NULL;
