@@ -9,7 +9,6 @@
  * and the leftovers of interrupted work.
  */
 #include "engine/inspect/log_inspect.h"
-#include "engine/ondisk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,8 +22,9 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/inspect/log_inspect_internal.h"
+#include "engine/ondisk.h"
 #include "engine/topic_config.h"
 #include "io/file_util.h"
 
@@ -285,7 +285,7 @@ static void verify_timeindex(struct tfs_verify_ctx *ctx, const char *path, tfs_o
 	free(e);
 }
 
-/* What the mount makes of a segment, by the rule of log_damage.h: the region of
+/* What the mount makes of a segment, by the rule of engine/format/batch_reader.h: the region of
  * unreadable batches being read through, or the torn tail of the last segment. */
 struct vfate {
 	bool last;                  /* the active segment: its first bad batch is cut */
@@ -334,7 +334,7 @@ static void vfate_step(struct tfs_verify_ctx *ctx, const char *path, struct vfat
 }
 
 /* One segment: its batches and records, then its two indexes. expect: the
- * smallest offset the mount allows next (log_damage.h), carried across segments. */
+ * smallest offset the mount allows next (engine/format/batch_reader.h), carried across segments. */
 static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it, const char *dir,
                           const struct tfs_dir_file *f, tfs_offset_t next_base,
                           tfs_offset_t *prev_last, char *prev_path, tfs_offset_t *expect)
@@ -389,7 +389,7 @@ static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it
 			fate = TFS_FATE_SKIP;
 			why = "records do not decode";
 		} else {
-			fate = tfs_damage_offsets(&b.h, *expect, next_base, &why);
+			fate = tfs_batch_fate_offsets(&b.h, *expect, next_base, &why);
 		}
 		if (v.n && b.h.base_offset <= v.b[v.n - 1].last)
 			v.offsets_sorted = false;

@@ -220,6 +220,11 @@ ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t
 	return n;
 }
 
+ssize_t tfs_segment_read_fn(void *seg, void *buf, size_t len, tfs_pos_t pos)
+{
+	return tfs_segment_read(seg, buf, len, pos);
+}
+
 static int grow(void **arr, uint32_t *cap, size_t elem)
 {
 	uint32_t ncap = *cap ? *cap * 2 : INDEX_INITIAL_CAP;

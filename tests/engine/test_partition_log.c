@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/log/partition_log.h"
 #include "engine/log/segment.h"
 #include "io/file_util.h"
