@@ -143,27 +143,9 @@ int tfs_inspect_read_timeindex(struct tfs_io *io, const char *path,
                                struct tfs_timeindex_entry **out, size_t *count,
                                size_t *tail_bytes);
 
-/* ---- Kafka's offset checkpoint files (text) ---------------------------------- */
-
-#define TFS_CHECKPOINT_VERSION 0
-
-struct tfs_checkpoint_entry {
-	char topic[256];
-	int32_t partition;
-	tfs_offset_t offset;
-};
-
-/* Parses a checkpoint file's text:
- *   line 1: the version, "0"
- *   line 2: the number of entries N
- *   N lines: "<topic> <partition> <offset>" (single spaces; a valid topic name,
- *            partition >= 0, offset >= 0)
- * and nothing after them but an optional final newline. Returns 0 with *out
- * (caller frees) and *count, or TFS_ECORRUPT with *why (static) and *err_pos, the
- * byte position of the offending line. -ENOMEM. */
-int tfs_inspect_parse_checkpoint(const char *text, size_t len,
-                                 struct tfs_checkpoint_entry **out, size_t *count,
-                                 tfs_pos_t *err_pos, const char **why);
+/* ---- Kafka's offset checkpoint files (text) ----------------------------------
+ * tfs_checkpoint_parse (engine/ondisk.h), the parser the cleaner reads its own
+ * file with. */
 
 /* ---- verify ---------------------------------------------------------------- */
 

@@ -723,7 +723,7 @@ static void verify_checkpoint(struct tfs_verify_ctx *ctx, const char *path, bool
 		PROBLEM(ctx, path, -1, "cannot read: %s", tfs_strerror(rc));
 		return;
 	}
-	rc = tfs_inspect_parse_checkpoint(text, len, &e, &n, &at, &why);
+	rc = tfs_checkpoint_parse(text, len, &e, &n, &at, &why);
 	if (rc == -ENOMEM) {
 		PROBLEM(ctx, path, -1, "cannot check: out of memory");
 	} else if (rc < 0) {

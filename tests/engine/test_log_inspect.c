@@ -209,7 +209,7 @@ static void checkpoint_parses_kafkas_format(void **state)
 	const char *why;
 	(void)state;
 
-	assert_int_equal(tfs_inspect_parse_checkpoint(text, strlen(text), &e, &n, &at, &why), 0);
+	assert_int_equal(tfs_checkpoint_parse(text, strlen(text), &e, &n, &at, &why), 0);
 	assert_int_equal(n, 3);
 	assert_string_equal(e[0].topic, "users");
 	assert_int_equal(e[0].partition, 0);
@@ -219,10 +219,10 @@ static void checkpoint_parses_kafkas_format(void **state)
 	assert_int_equal(e[1].offset, 5);
 	free(e);
 	/* no final newline; an empty checkpoint */
-	assert_int_equal(tfs_inspect_parse_checkpoint("0\n1\nt 0 1", 9, &e, &n, &at, &why), 0);
+	assert_int_equal(tfs_checkpoint_parse("0\n1\nt 0 1", 9, &e, &n, &at, &why), 0);
 	assert_int_equal(n, 1);
 	free(e);
-	assert_int_equal(tfs_inspect_parse_checkpoint("0\n0\n", 4, &e, &n, &at, &why), 0);
+	assert_int_equal(tfs_checkpoint_parse("0\n0\n", 4, &e, &n, &at, &why), 0);
 	assert_int_equal(n, 0);
 	free(e);
 }
@@ -256,7 +256,7 @@ static void checkpoint_errors_name_their_line(void **state)
 		size_t n = 99;
 		tfs_pos_t at = -7;
 		const char *why = NULL;
-		int rc = tfs_inspect_parse_checkpoint(cases[i].text, strlen(cases[i].text), &e, &n, &at,
+		int rc = tfs_checkpoint_parse(cases[i].text, strlen(cases[i].text), &e, &n, &at,
 		                                      &why);
 		if (rc != TFS_ECORRUPT || at != cases[i].pos || !why || !strstr(why, cases[i].why))
 			fail_msg("case %zu \"%s\": rc %d pos %ld why \"%s\"", i, cases[i].text, rc,
