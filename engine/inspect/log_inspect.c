@@ -160,7 +160,8 @@ enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base)
 		return TFS_FILE_OTHER;
 	if (base)
 		*base = b;
-	if (ends_with(suffix, TFS_SUFFIX_CLEANED) || ends_with(suffix, TFS_SUFFIX_SWAP) || ends_with(suffix, TFS_SUFFIX_DELETED))
+	if (ends_with(suffix, TFS_SUFFIX_CLEANED) || ends_with(suffix, TFS_SUFFIX_SWAP) ||
+	    ends_with(suffix, TFS_SUFFIX_DELETED))
 		return TFS_FILE_LEFTOVER;
 	if (!strcmp(suffix, TFS_SUFFIX_LOG))
 		return TFS_FILE_LOG;

@@ -422,7 +422,8 @@ static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it
 		PROBLEM(ctx, path, -1, "holds offset %" PRId64 " at or past the next segment's base offset %"
 		        PRId64, seg_last, next_base);
 	snprintf(prev_path, PATH_CAP, "%s", path);
-	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 TFS_SUFFIX_INDEX, dir, TFS_SEGMENT_NAME_DIGITS, f->base);
+	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 TFS_SUFFIX_INDEX, dir, TFS_SEGMENT_NAME_DIGITS,
+	         f->base);
 	verify_index(ctx, ipath, f->base, &v, f->name, tfs_segscan_file_size(s));
 	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 TFS_SUFFIX_TIMEINDEX, dir, TFS_SEGMENT_NAME_DIGITS,
 	         f->base);

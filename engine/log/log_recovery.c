@@ -263,7 +263,8 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 				}
 			}
 		}
-		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(TFS_SUFFIX_SWAP)), swaps[i]);
+		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(TFS_SUFFIX_SWAP)),
+		         swaps[i]);
 		if (pl->env.read_only) {
 			/* read the new segment where it is; its originals are left out */
 			tfs_log_warn("recovery", "reading %s/%s in place of %s: a swap to finish "

@@ -21,7 +21,9 @@
 
 /* A segment's files; a .txnindex exists only when the segment holds an ABORT
  * marker, so every user of this list takes a missing file as fine. */
-static const char *const suffixes[] = { TFS_SUFFIX_LOG, TFS_SUFFIX_INDEX, TFS_SUFFIX_TIMEINDEX, TFS_SUFFIX_TXNINDEX };
+static const char *const suffixes[] = {
+	TFS_SUFFIX_LOG, TFS_SUFFIX_INDEX, TFS_SUFFIX_TIMEINDEX, TFS_SUFFIX_TXNINDEX
+};
 
 static int write_whole(struct tfs_io *io, int dirfd, const char *name, const void *buf,
                        size_t len);
