@@ -37,6 +37,7 @@
 #include "engine/engine.h"
 #include "engine/groups/groups.h"
 #include "engine/log/log_start.h"
+#include "engine/ondisk.h"
 #include "engine/producer/producer_ids.h"
 #include "io/file_util.h"
 #include "io/log.h"
@@ -52,8 +53,6 @@
 #define REFUSED_TOPIC_MODE 0500      /* its real mode is unknown: the owner only */
 #define PATH_CAP 4096
 #define FLUSH_TICK_MS 100            /* how often the flusher looks at flush.ms */
-#define MAX_PARTITIONS 100000
-#define CONFIG_DIR "topics"          /* DATA_DIR/topics/<topic>: config + ownership */
 #define DELETE_SUFFIX "-delete"        /* Kafka's suffix for a deleted partition dir */
 #define FILE_NAME_MAX 255              /* bytes of one name (NAME_MAX of ext4, xfs, ...) */
 #define DELETE_ID_BYTES 16             /* random id of a deleted directory, as hex */
@@ -255,7 +254,7 @@ static int32_t configured_now(struct tfs_topic *t, int32_t from)
 	if (!atomic_exchange(&t->unconfigured, false))
 		return from;
 	tfs_log_info("engine", "topic %s has its %s/%s file now: compacted or trimmed as its "
-	             "cleanup.policy says", t->name, CONFIG_DIR, t->name);
+	             "cleanup.policy says", t->name, TFS_CONFIG_DIR, t->name);
 	return 0;
 }
 
@@ -368,7 +367,7 @@ static int save_topic(struct tfs_topic *t)
 {
 	char path[PATH_CAP];
 
-	snprintf(path, sizeof(path), "%s/%s/%s", t->e->data_dir, CONFIG_DIR, t->name);
+	snprintf(path, sizeof(path), "%s/%s/%s", t->e->data_dir, TFS_CONFIG_DIR, t->name);
 	return tfs_topic_config_save(t->e->io, path, &t->cfg, &t->meta);
 }
 
@@ -470,7 +469,7 @@ static void creating_unmark(struct tfs_engine *e, const char *topic)
 	rc = tfs_io_unlinkat(e->io, e->cfgfd, name, 0);
 	if (rc < 0 && rc != -ENOENT)
 		tfs_log_warn("engine", "cannot remove %s/%s/%s: %s; removed at the next open",
-		             e->data_dir, CONFIG_DIR, name, tfs_strerror(rc));
+		             e->data_dir, TFS_CONFIG_DIR, name, tfs_strerror(rc));
 }
 
 static bool creating_marked(struct tfs_engine *e, const char *topic)
@@ -517,7 +516,7 @@ static int topic_create(struct tfs_engine *e, const char *name, int32_t partitio
 	}
 	if (partitions <= 0)
 		partitions = e->cfg.default_partitions;
-	if (partitions > MAX_PARTITIONS)
+	if (partitions > TFS_MAX_PARTITIONS)
 		return -EINVAL;
 	pthread_rwlock_wrlock(&e->lock);
 	{
@@ -639,7 +638,7 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 	if (t->config_refused) {
 		pthread_rwlock_unlock(&e->lock);
 		tfs_log_error("engine", "cannot delete topic %s: its config file did not load; fix "
-		              "or remove %s/%s/%s and remount", name, e->data_dir, CONFIG_DIR, name);
+		              "or remove %s/%s/%s and remount", name, e->data_dir, TFS_CONFIG_DIR, name);
 		return TFS_EREADONLY;
 	}
 	if (!force) {
@@ -720,7 +719,7 @@ int tfs_topic_add_partition(struct tfs_topic *t, int32_t partition)
 		rc = -ENOENT;
 		goto out;
 	}
-	if (partition != t->nparts || partition >= MAX_PARTITIONS) {
+	if (partition != t->nparts || partition >= TFS_MAX_PARTITIONS) {
 		rc = -EINVAL;
 		goto out;
 	}
@@ -896,25 +895,6 @@ int tfs_engine_sync(struct tfs_engine *e)
 
 /* ---- open ---- */
 
-/* Splits "<topic>-<N>" into its parts; false for anything else. */
-static bool parse_partition_dir(const char *name, char *topic, size_t cap, int32_t *p)
-{
-	const char *dash = strrchr(name, '-');
-	char *end;
-	long v;
-
-	if (!dash || dash == name || !dash[1] || (size_t)(dash - name) >= cap)
-		return false;
-	errno = 0;
-	v = strtol(dash + 1, &end, 10);
-	if (errno || *end || v < 0 || v >= MAX_PARTITIONS || (dash[1] == '0' && dash[2]))
-		return false;
-	memcpy(topic, name, (size_t)(dash - name));
-	topic[dash - name] = '\0';
-	*p = (int32_t)v;
-	return tfs_topic_name_valid(topic);
-}
-
 /* Whether a partition directory holds a record: a log file that is not empty. A
  * creation makes its segment files empty and writes nothing before its commit
  * point, so a directory without a config and without a record is one that never
@@ -992,7 +972,7 @@ static int load_configs(struct tfs_engine *e)
 			 * stands whole, so the copy goes */
 			if (!e->cfg.read_only && tfs_io_unlinkat(e->io, e->cfgfd, de->d_name, 0) == 0)
 				tfs_log_info("engine", "removed %s/%s/%s left by an unfinished write",
-				             e->data_dir, CONFIG_DIR, de->d_name);
+				             e->data_dir, TFS_CONFIG_DIR, de->d_name);
 			continue;
 		}
 		t = open_topic_entry(e, de->d_name);
@@ -1000,7 +980,7 @@ static int load_configs(struct tfs_engine *e)
 			rc = -ENOMEM;
 			break;
 		}
-		snprintf(path, sizeof(path), "%s/%s/%s", e->data_dir, CONFIG_DIR, de->d_name);
+		snprintf(path, sizeof(path), "%s/%s/%s", e->data_dir, TFS_CONFIG_DIR, de->d_name);
 		rc = tfs_topic_config_load(path, &t->cfg, &t->meta);
 		if (rc < 0) {
 			/* Its owner, mode and configs are unknown: guessing them would
@@ -1049,7 +1029,7 @@ static void sweep_creating_marks(struct tfs_engine *e)
 			continue;
 		if (tfs_io_unlinkat(e->io, e->cfgfd, de->d_name, 0) == 0)
 			tfs_log_info("engine", "removed %s/%s/%s left by a creation", e->data_dir,
-			             CONFIG_DIR, de->d_name);
+			             TFS_CONFIG_DIR, de->d_name);
 	}
 	closedir(d);
 }
@@ -1116,7 +1096,7 @@ static int load_topics(struct tfs_engine *e)
 		}
 		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
 			struct tfs_topic *t;
-			if (!parse_partition_dir(de->d_name, topic, sizeof(topic), &p))
+			if (tfs_partition_dir_parse(de->d_name, topic, sizeof(topic), &p) < 0)
 				continue;
 			t = open_topic_entry(e, topic);
 			if (!t) {
@@ -1181,7 +1161,7 @@ static int load_topics(struct tfs_engine *e)
 			atomic_store(&t->unconfigured, true);
 			tfs_log_warn("engine", "topic %s has no %s/%s file (a copy from a broker?): "
 			             "read with the defaults, neither compacted nor trimmed until a "
-			             "config is set", t->name, CONFIG_DIR, t->name);
+			             "config is set", t->name, TFS_CONFIG_DIR, t->name);
 		}
 		t->nparts = 0;
 		if (want <= 0)
@@ -1356,14 +1336,14 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 	}
 	if (!cfg->read_only && (rc = check_writable(e)) < 0)
 		goto fail;
-	if (!cfg->read_only && (rc = tfs_io_mkdirat(e->io, e->dirfd, CONFIG_DIR, DATA_DIR_MODE)) < 0 &&
+	if (!cfg->read_only && (rc = tfs_io_mkdirat(e->io, e->dirfd, TFS_CONFIG_DIR, DATA_DIR_MODE)) < 0 &&
 	    rc != -EEXIST) {
-		tfs_log_error("engine", "cannot create %s/%s: %s", e->data_dir, CONFIG_DIR,
+		tfs_log_error("engine", "cannot create %s/%s: %s", e->data_dir, TFS_CONFIG_DIR,
 		              tfs_strerror(rc));
 		goto fail;
 	}
 	rc = 0;
-	e->cfgfd = openat(e->dirfd, CONFIG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	e->cfgfd = openat(e->dirfd, TFS_CONFIG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	e->fdcache = tfs_fdcache_create(e->io, fdcache_bound(cfg->max_open_files));
 	if (!e->fdcache) {
 		rc = -ENOMEM;

@@ -180,11 +180,6 @@ static const char *const policy_names[] = {
 	[TFS_POLICY_COMPACT | TFS_POLICY_DELETE] = "compact,delete",
 };
 
-static const char *const codec_names[] = {
-	[TFS_CODEC_NONE] = "none", [TFS_CODEC_GZIP] = "gzip", [TFS_CODEC_SNAPPY] = "snappy",
-	[TFS_CODEC_LZ4] = "lz4", [TFS_CODEC_ZSTD] = "zstd",
-};
-
 static const char *const ts_names[] = {
 	[TFS_TS_CREATE_TIME] = "CreateTime",
 	[TFS_TS_LOG_APPEND_TIME] = "LogAppendTime",
@@ -398,7 +393,7 @@ static int parse_value(const struct field *f, const char *value, struct value *v
 			return 0;
 		}
 		for (int c = TFS_CODEC_GZIP; c <= TFS_CODEC_ZSTD; c++) {
-			if (strcmp(value, codec_names[c]) == 0) {
+			if (strcmp(value, tfs_codec_name(c)) == 0) {
 				v->i = c;
 				return 0;
 			}
@@ -506,7 +501,7 @@ static const char *name_or(const char *const *names, size_t n, int64_t i, const 
 
 static int format_field(const void *base, const struct field *f, char *buf, size_t cap)
 {
-	const char *p = (const char *)base + f->off;
+	const char *p = (const char *)base + f->off, *name;
 	int n = 0;
 
 	switch (f->kind) {
@@ -534,8 +529,8 @@ static int format_field(const void *base, const struct field *f, char *buf, size
 		                                     *(const unsigned *)(const void *)p, "invalid"));
 		break;
 	case V_CODEC:
-		n = snprintf(buf, cap, "%s", name_or(codec_names, NFIELDS(codec_names),
-		                                     *(const int *)(const void *)p, "invalid"));
+		name = tfs_codec_name(*(const int *)(const void *)p);
+		n = snprintf(buf, cap, "%s", name ? name : "invalid");
 		break;
 	case V_TSTYPE:
 		n = snprintf(buf, cap, "%s",

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/ondisk.h"          /* TFS_TOPIC_NAME_MAX */
+
 struct tfs_io;
 
 enum tfs_cleanup_policy {
@@ -77,7 +79,6 @@ struct tfs_cleaner_config {
 
 /* A topic's name, by Kafka's rule: 1..TFS_TOPIC_NAME_MAX of [A-Za-z0-9._-], not
  * "." or "..", not starting with '.'. Pure; any thread. */
-#define TFS_TOPIC_NAME_MAX 249          /* Kafka's limit */
 bool tfs_topic_name_valid(const char *name);
 
 void tfs_topic_config_defaults(struct tfs_topic_config *c);

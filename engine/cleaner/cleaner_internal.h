@@ -20,13 +20,12 @@
 #include "engine/cleaner/offset_map.h"
 #include "engine/log/plog_cleaning.h"
 #include "engine/log/segment.h"
+#include "engine/ondisk.h"
 #include "engine/topic_config.h"
 
 /* Kafka's producer.id.expiration.ms default: a producer idle this long is no longer
  * "active", and its last batch need not be kept. */
 #define TFS_PRODUCER_EXPIRATION_MS 86400000LL
-/* A batch declaring more bytes than this is corrupt (as in plog_read.c). */
-#define TFS_CLEANER_MAX_BATCH_BYTES (256u << 20)
 
 /* ---- one pass's figures ---- */
 
@@ -333,8 +332,6 @@ int tfs__swap_group(struct tfs_plog *pl, struct tfs_segment *const *old, int n,
                     struct tfs_segment *fresh, bool *committed);
 
 /* ---- checkpoint file (cleaner_checkpoint.c) ---- */
-
-#define TFS_CHECKPOINT_FILE "cleaner-offset-checkpoint"
 
 struct tfs__ckpt_entry {
 	char *topic;                   /* owned */

@@ -32,8 +32,6 @@
 #include "engine/cleaner/cleaner_internal.h"
 #include "io/log.h"
 
-#define LOG_FILE "log-cleaner.log"
-#define LOG_FILE_OLD "log-cleaner.log.1"
 #define LOG_ROTATE_BYTES (10u << 20)
 #define LOG_FILE_MODE 0644
 #define LINE_MAX_BYTES 1024
@@ -43,7 +41,8 @@
 
 static int open_log(struct tfs__cleaner_log *l)
 {
-	int fd = tfs_io_openat(l->io, l->dirfd, LOG_FILE, O_WRONLY | O_CREAT, LOG_FILE_MODE);
+	int fd = tfs_io_openat(l->io, l->dirfd, TFS_CLEANER_LOG_FILE, O_WRONLY | O_CREAT,
+	                       LOG_FILE_MODE);
 	struct stat st;
 
 	if (fd < 0)
@@ -69,8 +68,8 @@ int tfs__cleaner_log_open(struct tfs__cleaner_log *l, struct tfs_io *io, int dir
 	l->pos = 0;
 	rc = open_log(l);
 	if (rc < 0)
-		tfs_log_warn("cleaner", "cannot open %s: %s; passes are logged here only", LOG_FILE,
-		             tfs_strerror(rc));
+		tfs_log_warn("cleaner", "cannot open %s: %s; passes are logged here only",
+		             TFS_CLEANER_LOG_FILE, tfs_strerror(rc));
 	return 0;
 }
 
@@ -108,11 +107,13 @@ void tfs__cleaner_log_line(struct tfs__cleaner_log *l, int64_t now_ms, const cha
 	if (l->fd >= 0 && l->pos + n > LOG_ROTATE_BYTES) {
 		close(l->fd);
 		l->fd = -1;
-		rc = tfs_io_renameat(l->io, l->dirfd, LOG_FILE, l->dirfd, LOG_FILE_OLD);
+		rc = tfs_io_renameat(l->io, l->dirfd, TFS_CLEANER_LOG_FILE, l->dirfd,
+		                     TFS_CLEANER_LOG_OLD_FILE);
 		if (rc == 0)
 			rc = open_log(l);
 		if (rc < 0)
-			tfs_log_warn("cleaner", "cannot rotate %s: %s", LOG_FILE, tfs_strerror(rc));
+			tfs_log_warn("cleaner", "cannot rotate %s: %s", TFS_CLEANER_LOG_FILE,
+			             tfs_strerror(rc));
 	}
 	if (l->fd >= 0) {
 		rc = tfs_io_write(l->io, l->fd, line, n, l->pos);
@@ -120,7 +121,7 @@ void tfs__cleaner_log_line(struct tfs__cleaner_log *l, int64_t now_ms, const cha
 			l->pos += n;
 		} else {
 			tfs_log_warn("cleaner", "cannot write %s: %s; no more lines go there",
-			             LOG_FILE, tfs_strerror(rc));
+			             TFS_CLEANER_LOG_FILE, tfs_strerror(rc));
 			close(l->fd);
 			l->fd = -1;
 		}

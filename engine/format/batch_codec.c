@@ -252,6 +252,16 @@ static size_t varlong_size(int64_t v)
 	return uleb_size(zigzag64(v));
 }
 
+const char *tfs_codec_name(int codec)
+{
+	static const char *const names[] = {
+		[TFS_CODEC_NONE] = "none", [TFS_CODEC_GZIP] = "gzip", [TFS_CODEC_SNAPPY] = "snappy",
+		[TFS_CODEC_LZ4] = "lz4", [TFS_CODEC_ZSTD] = "zstd",
+	};
+
+	return codec >= TFS_CODEC_NONE && codec <= TFS_CODEC_ZSTD ? names[codec] : NULL;
+}
+
 /* ---- header --------------------------------------------------------------------- */
 
 int tfs_batch_header_decode(const uint8_t *buf, size_t avail,

@@ -83,6 +83,11 @@ enum tfs_codec {
 	TFS_CODEC_ZSTD = 4,
 };
 
+/* Kafka's name of a codec, as compression.type spells it and kafka-dump-log
+ * prints it ("none", "gzip", "snappy", "lz4", "zstd"); NULL for any other value.
+ * Static storage. */
+const char *tfs_codec_name(int codec);
+
 /* The fixed header, decoded field by field. */
 struct tfs_batch_header {
 	tfs_offset_t base_offset;

@@ -1,14 +1,14 @@
 /* log_inspect.c - read-only inspection of logs on disk, the shared part: the
- * segment scanner (a buffered reader that frames batches and checks their CRC),
- * directory listings and the small-file parsers (index, time index, checkpoint).
- * verify is in log_verify.c; distinct keys and the compaction estimate are in
- * log_estimate.c. The contract of all three is log_inspect.h.
+ * segment scanner, directory listings and the index parsers (the checkpoint's is
+ * engine/ondisk.h's, shared with the cleaner). verify is in log_verify.c;
+ * distinct keys and the compaction estimate are in log_estimate.c. The contract of
+ * all three is log_inspect.h.
  *
- * The scanner never trusts a length it has not bounded: a batch may claim up to
- * 2 GiB, so a claim past the end of the file is a torn tail, and a claim above
- * 256 MiB is a bad header. It frames batches by the rule the mount uses
- * (log_damage.h), so that what it calls a bad batch the mount skips too. Memory therefore
- * stays within the read buffer plus the largest real batch.
+ * The scanner is the mount's own batch reader (engine/format/batch_reader.h) over
+ * a file opened read-only, its fates told as scan statuses, so that what it calls
+ * a bad batch the mount skips too: a claim past the end of the file is a torn
+ * tail, a claim above 256 MiB a bad header. Memory therefore stays within the read
+ * buffer plus the largest real batch.
  */
 #include "engine/inspect/log_inspect.h"
 
@@ -21,8 +21,9 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/inspect/log_inspect_internal.h"
+#include "engine/ondisk.h"
 #include "io/io.h"
 
 #define SCAN_BUF_BYTES ((size_t)1 << 20)     /* read-ahead of the scanner */
@@ -35,12 +36,18 @@ struct tfs_segscan {
 	struct tfs_io *io;
 	int fd;
 	int64_t file_size;          /* at open: a live writer's later bytes are not ours */
-	tfs_pos_t pos;              /* where the next batch starts */
 	bool done;
-	uint8_t *buf;               /* holds file bytes [buf_pos, buf_pos + buf_len) */
-	size_t cap, buf_len;
-	tfs_pos_t buf_pos;
+	struct tfs_batch_reader rd;
 };
+
+/* The reader's source: the file must hold what it held at open. */
+static ssize_t scan_read(void *arg, void *buf, size_t len, tfs_pos_t pos)
+{
+	struct tfs_segscan *s = arg;
+	ssize_t got = tfs_io_read(s->io, s->fd, buf, len, (uint64_t)pos);
+
+	return got == 0 ? -ESTALE : got;    /* the file shrank under us */
+}
 
 int tfs_segscan_open(struct tfs_io *io, const char *path, struct tfs_segscan **out)
 {
@@ -65,6 +72,7 @@ int tfs_segscan_open(struct tfs_io *io, const char *path, struct tfs_segscan **o
 	s->io = io;
 	s->fd = fd;
 	s->file_size = st.st_size;
+	tfs_batch_reader_init(&s->rd, scan_read, s, 0, st.st_size, SCAN_BUF_BYTES, NULL, NULL);
 	*out = s;
 	return 0;
 }
@@ -74,7 +82,7 @@ void tfs_segscan_close(struct tfs_segscan *s)
 	if (!s)
 		return;
 	close(s->fd);
-	free(s->buf);
+	tfs_batch_reader_release(&s->rd);
 	free(s);
 }
 
@@ -85,87 +93,42 @@ int64_t tfs_segscan_file_size(const struct tfs_segscan *s)
 
 void tfs_segscan_seek(struct tfs_segscan *s, tfs_pos_t pos)
 {
-	s->pos = pos;
+	tfs_batch_reader_seek(&s->rd, pos);
 	s->done = pos >= s->file_size;
-}
-
-/* Makes file bytes [pos, pos + n) available; n never exceeds what the file holds.
- * Returns a pointer into the buffer or NULL with *err. */
-static const uint8_t *scan_ensure(struct tfs_segscan *s, tfs_pos_t pos, size_t n, int *err)
-{
-	size_t want;
-	ssize_t got;
-
-	if (pos >= s->buf_pos && (uint64_t)(pos - s->buf_pos) + n <= s->buf_len)
-		return s->buf + (pos - s->buf_pos);
-	want = n > SCAN_BUF_BYTES ? n : SCAN_BUF_BYTES;
-	if ((int64_t)want > s->file_size - pos)
-		want = (size_t)(s->file_size - pos);
-	if (want > s->cap) {
-		uint8_t *nb = realloc(s->buf, want);
-		if (!nb) {
-			*err = -ENOMEM;
-			return NULL;
-		}
-		s->buf = nb;
-		s->cap = want;
-	}
-	s->buf_len = 0;
-	for (size_t done = 0; done < want; done += (size_t)got) {
-		got = tfs_io_read(s->io, s->fd, s->buf + done, want - done, (uint64_t)pos + done);
-		if (got < 0) {
-			*err = (int)got;
-			return NULL;
-		}
-		if (got == 0) {           /* the file shrank under us: what is left is all */
-			*err = -ESTALE;
-			return NULL;
-		}
-	}
-	s->buf_pos = pos;
-	s->buf_len = want;
-	return s->buf;
 }
 
 int tfs_segscan_next(struct tfs_segscan *s, struct tfs_scan_batch *b)
 {
-	const uint8_t *p;
-	int64_t left;
-	size_t head;
-	bool torn;
-	int rc = 0, hrc;
+	struct tfs_batch_frame f;
+	int rc;
 
 	memset(b, 0, sizeof(*b));
-	if (s->done || s->pos >= s->file_size)
+	if (s->done)
 		return 0;
-	b->pos = s->pos;
-	left = s->file_size - s->pos;
-	head = left < TFS_BATCH_HEADER_BYTES ? (size_t)left : TFS_BATCH_HEADER_BYTES;
-	p = scan_ensure(s, s->pos, head, &rc);
-	if (!p)
+	rc = tfs_batch_reader_next(&s->rd, &f);
+	if (rc <= 0)
 		return rc;
-	hrc = tfs_batch_header_decode(p, head, &b->h, &b->why);
-	if (hrc == TFS_EUNSUPPORTED) {
+	b->pos = f.pos;
+	b->h = f.h;
+	b->why = f.why;
+	if (f.unsupported) {
 		b->status = TFS_SCAN_BAD_HEADER;
 		b->why = "magic 0 or 1 (message format v0/v1) is not read by topicfs";
 		s->done = true;
 		return 1;
 	}
-	/* Framing is the rule the mount applies (log_damage.h). */
-	b->size = tfs_damage_frame(p, head, left, &b->why, &torn);
-	if (b->size == 0) {
-		b->status = torn ? TFS_SCAN_TRUNCATED : TFS_SCAN_BAD_HEADER;
-		b->size = torn ? (size_t)left : 0;
-		b->header_valid = hrc == 0;
+	if (f.size == 0) {
+		/* the rule the mount applies: nothing from here on can be framed */
+		b->status = f.torn ? TFS_SCAN_TRUNCATED : TFS_SCAN_BAD_HEADER;
+		b->size = f.torn ? (size_t)(s->file_size - f.pos) : 0;
+		b->header_valid = f.header_ok;
 		s->done = true;
 		return 1;
 	}
-	p = scan_ensure(s, s->pos, b->size, &rc);
-	if (!p)
-		return rc;
-	b->bytes = p;
-	s->pos += (tfs_pos_t)b->size;
-	if (hrc < 0) {
+	b->size = f.size;
+	b->bytes = f.bytes;
+	b->header_valid = f.header_ok;
+	if (!f.header_ok) {
 		/* framed, but a field the CRC does not cover is impossible (a negative
 		 * base offset): the fields stay as read, the offsets made harmless */
 		b->status = TFS_SCAN_BAD_BATCH;
@@ -174,11 +137,7 @@ int tfs_segscan_next(struct tfs_segscan *s, struct tfs_scan_batch *b)
 			b->h.last_offset_delta = 0;
 		return 1;
 	}
-	b->header_valid = true;
-	rc = tfs_batch_check_crc(p, b->size, &b->why);
-	b->status = rc == 0 ? TFS_SCAN_OK : TFS_SCAN_BAD_BATCH;
-	if (rc == 0)
-		b->why = NULL;
+	b->status = f.fate == TFS_FATE_GOOD ? TFS_SCAN_OK : TFS_SCAN_BAD_BATCH;
 	return 1;
 }
 
@@ -193,7 +152,7 @@ enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base)
 
 	if (base)
 		*base = TFS_OFFSET_NONE;
-	if (ends_with(name, ".tmp"))
+	if (ends_with(name, TFS_SUFFIX_TMP))
 		return TFS_FILE_LEFTOVER;
 	if (!strcmp(name, "leader-epoch-checkpoint") || !strcmp(name, "partition.metadata"))
 		return TFS_FILE_KAFKA;
@@ -201,17 +160,18 @@ enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base)
 		return TFS_FILE_OTHER;
 	if (base)
 		*base = b;
-	if (ends_with(suffix, ".cleaned") || ends_with(suffix, ".swap") || ends_with(suffix, ".deleted"))
+	if (ends_with(suffix, TFS_SUFFIX_CLEANED) || ends_with(suffix, TFS_SUFFIX_SWAP) ||
+	    ends_with(suffix, TFS_SUFFIX_DELETED))
 		return TFS_FILE_LEFTOVER;
-	if (!strcmp(suffix, ".log"))
+	if (!strcmp(suffix, TFS_SUFFIX_LOG))
 		return TFS_FILE_LOG;
-	if (!strcmp(suffix, ".index"))
+	if (!strcmp(suffix, TFS_SUFFIX_INDEX))
 		return TFS_FILE_INDEX;
-	if (!strcmp(suffix, ".timeindex"))
+	if (!strcmp(suffix, TFS_SUFFIX_TIMEINDEX))
 		return TFS_FILE_TIMEINDEX;
-	if (!strcmp(suffix, ".snapshot"))
+	if (!strcmp(suffix, TFS_SUFFIX_SNAPSHOT))
 		return TFS_FILE_SNAPSHOT;
-	if (!strcmp(suffix, ".txnindex"))
+	if (!strcmp(suffix, TFS_SUFFIX_TXNINDEX))
 		return TFS_FILE_TXNINDEX;
 	return TFS_FILE_OTHER;
 }
@@ -292,32 +252,6 @@ int tfs_inspect_list_dir(const char *dir, struct tfs_dir_listing *out)
 	}
 	if (out->count)
 		qsort(out->files, out->count, sizeof(*out->files), cmp_dir_file);
-	return 0;
-}
-
-int tfs_inspect_parse_partition_dir(const char *name, char *topic, size_t cap, int32_t *partition)
-{
-	const char *dash = strrchr(name, '-');
-	size_t tlen;
-	int64_t v = 0;
-
-	if (!dash || !dash[1] || dash == name)
-		return -EINVAL;
-	for (const char *p = dash + 1; *p; p++) {
-		if (*p < '0' || *p > '9' || p - dash > 10)
-			return -EINVAL;
-		v = v * 10 + (*p - '0');
-	}
-	if (v > INT32_MAX || (dash[1] == '0' && dash[2]))
-		return -EINVAL;
-	tlen = (size_t)(dash - name);
-	if (tlen >= cap)
-		return -EINVAL;
-	memcpy(topic, name, tlen);
-	topic[tlen] = '\0';
-	if (!tfs_topic_name_valid(topic))
-		return -EINVAL;
-	*partition = (int32_t)v;
 	return 0;
 }
 
@@ -429,127 +363,4 @@ int tfs_inspect_read_timeindex(struct tfs_io *io, const char *path,
 {
 	return read_decoded(io, path, TFS_TIMEINDEX_ENTRY_BYTES, sizeof(**out),
 	                    decode_timeindex_entry, (void **)out, count, tail_bytes);
-}
-
-int tfs_inspect_parse_checkpoint(const char *text, size_t len,
-                                 struct tfs_checkpoint_entry **out, size_t *count,
-                                 tfs_pos_t *err_pos, const char **why)
-{
-	struct tfs_checkpoint_entry *e = NULL;
-	const char *p = text, *end = text + len;
-	int64_t version = -1, n = -1;
-	size_t got = 0, lineno = 0;
-	int rc = TFS_ECORRUPT;
-
-	*out = NULL;
-	*count = 0;
-	*err_pos = 0;
-	*why = NULL;
-	while (p < end) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p));
-		const char *le = eol ? eol : end;
-		size_t ll = (size_t)(le - p);
-
-		*err_pos = p - text;
-		lineno++;
-		if (memchr(p, '\0', ll)) {
-			*why = "a NUL byte";
-			goto out;
-		}
-		if (lineno == 1) {
-			if (!parse_int(p, ll, INT64_MIN, INT64_MAX, &version)) {
-				*why = "the first line is not a version number";
-				goto out;
-			}
-			if (version != TFS_CHECKPOINT_VERSION) {
-				*why = "unknown version (expected 0)";
-				goto out;
-			}
-		} else if (lineno == 2) {
-			if (!parse_int(p, ll, 0, INT32_MAX, &n)) {
-				*why = "the second line is not an entry count";
-				goto out;
-			}
-			e = calloc(n ? (size_t)n : 1, sizeof(*e));
-			if (!e) {
-				rc = -ENOMEM;
-				goto out;
-			}
-		} else {
-			/* "<topic> <partition> <offset>": fields split by runs of blanks, as
-			 * Kafka's reader splits them */
-			const char *f[3], *fe[3];
-			const char *q = p;
-			int nf = 0;
-			int64_t part, off;
-
-			if ((int64_t)got >= n) {
-				*why = "more entries than the count line says";
-				goto out;
-			}
-			while (q < le) {
-				while (q < le && (*q == ' ' || *q == '\t'))
-					q++;
-				if (q == le)
-					break;
-				if (nf == 3) {
-					nf = 4;
-					break;
-				}
-				f[nf] = q;
-				while (q < le && *q != ' ' && *q != '\t')
-					q++;
-				fe[nf++] = q;
-			}
-			if (nf != 3) {
-				*why = "an entry is not \"topic partition offset\"";
-				goto out;
-			}
-			if ((size_t)(fe[0] - f[0]) >= sizeof(e[got].topic)) {
-				*why = "a topic name longer than 249 bytes";
-				goto out;
-			}
-			memcpy(e[got].topic, f[0], (size_t)(fe[0] - f[0]));
-			e[got].topic[fe[0] - f[0]] = '\0';
-			if (!tfs_topic_name_valid(e[got].topic)) {
-				*why = "an invalid topic name";
-				goto out;
-			}
-			if (!parse_int(f[1], (size_t)(fe[1] - f[1]), 0, INT32_MAX, &part)) {
-				*why = "a partition that is not a number >= 0";
-				goto out;
-			}
-			if (!parse_int(f[2], (size_t)(fe[2] - f[2]), 0, INT64_MAX, &off)) {
-				*why = "an offset that is not a number >= 0";
-				goto out;
-			}
-			for (size_t i = 0; i < got; i++) {
-				if (e[i].partition == part && !strcmp(e[i].topic, e[got].topic)) {
-					*why = "a partition listed twice";
-					goto out;
-				}
-			}
-			e[got].partition = (int32_t)part;
-			e[got].offset = off;
-			got++;
-		}
-		p = eol ? eol + 1 : end;
-	}
-	*err_pos = (tfs_pos_t)len;
-	if (lineno < 2) {
-		*why = lineno == 0 ? "empty file" : "no entry count line";
-		goto out;
-	}
-	if ((int64_t)got != n) {
-		*why = "fewer entries than the count line says";
-		goto out;
-	}
-	*out = e;
-	*count = got;
-	e = NULL;
-	rc = 0;
-	*why = NULL;
-out:
-	free(e);
-	return rc;
 }

@@ -54,13 +54,13 @@
 
 #include "engine/format/batch_codec.h"
 #include "engine/log/segment.h"
+#include "engine/ondisk.h"
 #include "engine/types.h"
 
 struct tfs_io;
 
-/* The directory of topic configs in a data directory: DATA_DIR/topics/<topic>,
- * one Java-properties file per topic (engine.h, topic_config.h). */
-#define TFS_INSPECT_CONFIG_DIR "topics"
+/* Names of a data directory's files and the partition-directory name rule
+ * (tfs_partition_dir_parse) are engine/ondisk.h's, shared with the mount. */
 
 /* ---- one segment file, batch by batch ------------------------------------------ */
 
@@ -131,10 +131,6 @@ int tfs_inspect_list_dir(const char *dir, struct tfs_dir_listing *out);
 void tfs_dir_listing_release(struct tfs_dir_listing *l);
 /* Kind of a file name (see enum). */
 enum tfs_file_kind tfs_inspect_file_kind(const char *name, tfs_offset_t *base);
-/* Parses a partition directory's name "<topic>-<N>" into topic (cap bytes) and
- * *partition. -EINVAL if it is not one (a "-delete" name is not). */
-int tfs_inspect_parse_partition_dir(const char *name, char *topic, size_t cap,
-                                    int32_t *partition);
 
 /* ---- index files ----------------------------------------------------------- */
 
@@ -147,27 +143,9 @@ int tfs_inspect_read_timeindex(struct tfs_io *io, const char *path,
                                struct tfs_timeindex_entry **out, size_t *count,
                                size_t *tail_bytes);
 
-/* ---- Kafka's offset checkpoint files (text) ---------------------------------- */
-
-#define TFS_CHECKPOINT_VERSION 0
-
-struct tfs_checkpoint_entry {
-	char topic[256];
-	int32_t partition;
-	tfs_offset_t offset;
-};
-
-/* Parses a checkpoint file's text:
- *   line 1: the version, "0"
- *   line 2: the number of entries N
- *   N lines: "<topic> <partition> <offset>" (single spaces; a valid topic name,
- *            partition >= 0, offset >= 0)
- * and nothing after them but an optional final newline. Returns 0 with *out
- * (caller frees) and *count, or TFS_ECORRUPT with *why (static) and *err_pos, the
- * byte position of the offending line. -ENOMEM. */
-int tfs_inspect_parse_checkpoint(const char *text, size_t len,
-                                 struct tfs_checkpoint_entry **out, size_t *count,
-                                 tfs_pos_t *err_pos, const char **why);
+/* ---- Kafka's offset checkpoint files (text) ----------------------------------
+ * tfs_checkpoint_parse (engine/ondisk.h), the parser the cleaner reads its own
+ * file with. */
 
 /* ---- verify ---------------------------------------------------------------- */
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "engine/format/batch_codec.h"
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/inspect/log_inspect.h"
 #include "engine/inspect/log_inspect_internal.h"
 #include "io/file_util.h"
@@ -126,7 +126,7 @@ int tfs_repair_plan(struct tfs_io *io, const char *dir, struct tfs_repair_plan *
 				fate = TFS_FATE_SKIP;
 				why = "records do not decode";
 			} else {
-				fate = tfs_damage_offsets(&b.h, expect, next_base, &why);
+				fate = tfs_batch_fate_offsets(&b.h, expect, next_base, &why);
 			}
 			if (fate == TFS_FATE_GOOD) {
 				expect = tfs_batch_last_offset(&b.h) + 1;

@@ -3,11 +3,11 @@
  *
  * Owns: a plan owns its arrays; nothing else.
  *
- * The mount never cuts a sealed segment (log_damage.h): it reads EIO for what may
+ * The mount never cuts a sealed segment (engine/format/batch_reader.h): it reads EIO for what may
  * be stale until an operator chooses to lose the damaged part. A plan says what
  * that costs; applying it does it:
  *   1. the first batch of the partition that the mount could not read (by the
- *      rule of log_damage.h, in any segment) is the cut: its segment is truncated
+ *      rule of engine/format/batch_reader.h, in any segment) is the cut: its segment is truncated
  *      there and every later segment goes, so that the log ends where its
  *      readable prefix ends and no key can read a value older than one that
  *      followed it. Kafka deletes the later segments; here the cut bytes (as

@@ -22,8 +22,9 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/inspect/log_inspect_internal.h"
+#include "engine/ondisk.h"
 #include "engine/topic_config.h"
 #include "io/file_util.h"
 
@@ -32,7 +33,7 @@
 
 static bool is_checkpoint_name(const char *name)
 {
-	return ends_with(name, "-checkpoint") && !ends_with(name, ".tmp");
+	return ends_with(name, "-checkpoint") && !ends_with(name, TFS_SUFFIX_TMP);
 }
 
 static void finding(struct tfs_verify_ctx *ctx, enum tfs_finding kind, const char *path,
@@ -284,7 +285,7 @@ static void verify_timeindex(struct tfs_verify_ctx *ctx, const char *path, tfs_o
 	free(e);
 }
 
-/* What the mount makes of a segment, by the rule of log_damage.h: the region of
+/* What the mount makes of a segment, by the rule of engine/format/batch_reader.h: the region of
  * unreadable batches being read through, or the torn tail of the last segment. */
 struct vfate {
 	bool last;                  /* the active segment: its first bad batch is cut */
@@ -333,7 +334,7 @@ static void vfate_step(struct tfs_verify_ctx *ctx, const char *path, struct vfat
 }
 
 /* One segment: its batches and records, then its two indexes. expect: the
- * smallest offset the mount allows next (log_damage.h), carried across segments. */
+ * smallest offset the mount allows next (engine/format/batch_reader.h), carried across segments. */
 static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it, const char *dir,
                           const struct tfs_dir_file *f, tfs_offset_t next_base,
                           tfs_offset_t *prev_last, char *prev_path, tfs_offset_t *expect)
@@ -388,7 +389,7 @@ static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it
 			fate = TFS_FATE_SKIP;
 			why = "records do not decode";
 		} else {
-			fate = tfs_damage_offsets(&b.h, *expect, next_base, &why);
+			fate = tfs_batch_fate_offsets(&b.h, *expect, next_base, &why);
 		}
 		if (v.n && b.h.base_offset <= v.b[v.n - 1].last)
 			v.offsets_sorted = false;
@@ -421,9 +422,10 @@ static int verify_segment(struct tfs_verify_ctx *ctx, struct tfs_record_iter *it
 		PROBLEM(ctx, path, -1, "holds offset %" PRId64 " at or past the next segment's base offset %"
 		        PRId64, seg_last, next_base);
 	snprintf(prev_path, PATH_CAP, "%s", path);
-	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 ".index", dir, TFS_SEGMENT_NAME_DIGITS, f->base);
+	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 TFS_SUFFIX_INDEX, dir, TFS_SEGMENT_NAME_DIGITS,
+	         f->base);
 	verify_index(ctx, ipath, f->base, &v, f->name, tfs_segscan_file_size(s));
-	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 ".timeindex", dir, TFS_SEGMENT_NAME_DIGITS,
+	snprintf(ipath, sizeof(ipath), "%s/%0*" PRId64 TFS_SUFFIX_TIMEINDEX, dir, TFS_SEGMENT_NAME_DIGITS,
 	         f->base);
 	verify_timeindex(ctx, ipath, f->base, &v, f->name, complete);
 	progress(ctx);
@@ -435,11 +437,11 @@ out:
 
 static const char *leftover_reason(const char *name)
 {
-	if (ends_with(name, ".cleaned"))
+	if (ends_with(name, TFS_SUFFIX_CLEANED))
 		return "leftover of an interrupted cleaning pass (the next mount removes it)";
-	if (ends_with(name, ".swap"))
+	if (ends_with(name, TFS_SUFFIX_SWAP))
 		return "leftover of an interrupted segment swap (the next mount finishes or discards it)";
-	if (ends_with(name, ".deleted"))
+	if (ends_with(name, TFS_SUFFIX_DELETED))
 		return "leftover of an interrupted segment deletion (the next mount removes it)";
 	return "leftover temporary file of an interrupted atomic replace (the next mount removes it)";
 }
@@ -557,18 +559,18 @@ bool tfs_inspect_is_partition_dir(const char *dir)
 		return true;
 	/* a data directory holds the topics/ directory of configs and partition
 	 * directories (a partition holds neither) */
-	join(path, sizeof(path), dir, TFS_INSPECT_CONFIG_DIR);
+	join(path, sizeof(path), dir, TFS_CONFIG_DIR);
 	data_dir |= stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 	if (!data_dir && (d = opendir(dir))) {
 		while (!data_dir && (de = readdir(d)))
 			data_dir = de->d_name[0] != '.' &&
-			           tfs_inspect_parse_partition_dir(de->d_name, topic, sizeof(topic), &part) == 0;
+			           tfs_partition_dir_parse(de->d_name, topic, sizeof(topic), &part) == 0;
 		closedir(d);
 	}
 	if (data_dir)
 		return false;
 	base = base ? base + 1 : dir;
-	return tfs_inspect_parse_partition_dir(base, topic, sizeof(topic), &part) == 0;
+	return tfs_partition_dir_parse(base, topic, sizeof(topic), &part) == 0;
 }
 
 /* Finds the first line of a config file that tfs_topic_config_set (or the
@@ -722,7 +724,7 @@ static void verify_checkpoint(struct tfs_verify_ctx *ctx, const char *path, bool
 		PROBLEM(ctx, path, -1, "cannot read: %s", tfs_strerror(rc));
 		return;
 	}
-	rc = tfs_inspect_parse_checkpoint(text, len, &e, &n, &at, &why);
+	rc = tfs_checkpoint_parse(text, len, &e, &n, &at, &why);
 	if (rc == -ENOMEM) {
 		PROBLEM(ctx, path, -1, "cannot check: out of memory");
 	} else if (rc < 0) {
@@ -824,7 +826,7 @@ static int verify_topics_dir(struct tfs_verify_ctx *ctx, const char *dir,
 		join(path, sizeof(path), dir, names[i]);
 		if (lstat(path, &st) < 0)
 			continue;       /* gone meanwhile (a topic deleted through a live mount) */
-		if (ends_with(names[i], ".tmp")) {
+		if (ends_with(names[i], TFS_SUFFIX_TMP)) {
 			PROBLEM(ctx, path, -1, "%s", leftover_reason(names[i]));
 			continue;
 		}
@@ -878,7 +880,7 @@ int tfs_inspect_verify_data_dir(struct tfs_verify_ctx *ctx, const char *dir)
 			struct tfs_dir_listing l;
 			char topic[256];
 			int32_t p;
-			if (tfs_inspect_parse_partition_dir(names[i], topic, sizeof(topic), &p) < 0)
+			if (tfs_partition_dir_parse(names[i], topic, sizeof(topic), &p) < 0)
 				continue;
 			join(path, sizeof(path), dir, names[i]);
 			if (tfs_inspect_list_dir(path, &l) < 0)
@@ -898,7 +900,7 @@ int tfs_inspect_verify_data_dir(struct tfs_verify_ctx *ctx, const char *dir)
 		if (lstat(path, &st) < 0)
 			continue;       /* gone meanwhile */
 		if (S_ISDIR(st.st_mode)) {
-			if (!strcmp(names[i], TFS_INSPECT_CONFIG_DIR)) {
+			if (!strcmp(names[i], TFS_CONFIG_DIR)) {
 				rc = verify_topics_dir(ctx, path, &topics);
 				if (rc < 0) {
 					PROBLEM(ctx, path, -1, "cannot read the directory: %s", tfs_strerror(rc));
@@ -907,7 +909,7 @@ int tfs_inspect_verify_data_dir(struct tfs_verify_ctx *ctx, const char *dir)
 			} else if (ends_with(names[i], "-delete")) {
 				PROBLEM(ctx, path, -1, "directory of a deleted partition left behind "
 				        "(the next mount removes it)");
-			} else if (tfs_inspect_parse_partition_dir(names[i], topic, sizeof(topic), &p) == 0) {
+			} else if (tfs_partition_dir_parse(names[i], topic, sizeof(topic), &p) == 0) {
 				struct seen_part *sp = &parts[nparts++];
 				snprintf(sp->topic, sizeof(sp->topic), "%s", topic);
 				sp->partition = p;
@@ -920,12 +922,12 @@ int tfs_inspect_verify_data_dir(struct tfs_verify_ctx *ctx, const char *dir)
 				NOTE(ctx, path, -1, "not a partition directory; ignored");
 			}
 		} else if (S_ISREG(st.st_mode)) {
-			if (ends_with(names[i], ".tmp")) {
+			if (ends_with(names[i], TFS_SUFFIX_TMP)) {
 				PROBLEM(ctx, path, -1, "%s", leftover_reason(names[i]));
-			} else if (!strcmp(names[i], TFS_INSPECT_CONFIG_DIR)) {
+			} else if (!strcmp(names[i], TFS_CONFIG_DIR)) {
 				PROBLEM(ctx, path, -1, "a file where the directory of topic configs belongs "
-				        "(%s/<topic>)", TFS_INSPECT_CONFIG_DIR);
-			} else if (is_checkpoint_name(names[i]) || !strcmp(names[i], "log-cleaner.log") ||
+				        "(%s/<topic>)", TFS_CONFIG_DIR);
+			} else if (is_checkpoint_name(names[i]) || !strcmp(names[i], TFS_CLEANER_LOG_FILE) ||
 			           !strcmp(names[i], "meta.properties")) {
 				/* checkpoints are checked below, once every partition is known */
 			} else {
@@ -937,7 +939,7 @@ int tfs_inspect_verify_data_dir(struct tfs_verify_ctx *ctx, const char *dir)
 		if (!is_checkpoint_name(names[i]))
 			continue;
 		join(path, sizeof(path), dir, names[i]);
-		verify_checkpoint(ctx, path, !strcmp(names[i], "cleaner-offset-checkpoint"), parts, nparts);
+		verify_checkpoint(ctx, path, !strcmp(names[i], TFS_CHECKPOINT_FILE), parts, nparts);
 	}
 	for (size_t i = 0; i < topics.n; i++) {
 		const struct seen_topic *t = &topics.v[i];

@@ -12,7 +12,7 @@
  *      rebuilt. In the last segment, the first invalid or incomplete batch starts a
  *      torn tail: it is truncated and the cut is logged. In a sealed segment an
  *      invalid batch is corruption, not a torn tail (invariant 5): nothing is cut.
- *      The unreadable regions (log_damage.h: a run of batches whose framing
+ *      The unreadable regions (batch_reader.h: a run of batches whose framing
  *      holds, or everything from a batch that cannot be framed) are kept on the
  *      segment and read as TFS_ECORRUPT; batches after a region are read on. A
  *      key whose newest readable record precedes a region may be stale
@@ -38,8 +38,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/log/plog_internal.h"
+#include "engine/ondisk.h"
 #include "io/log.h"
 
 /* Sequential read size of the open scan: small enough that the CRC check and the
@@ -47,7 +48,6 @@
  * chunks went out to L3: ~10% slower opens, bench/bench_open), large enough that
  * the syscalls do not count. */
 #define RECOVERY_CHUNK (256u << 10)
-#define MAX_BATCH_BYTES (256u << 20)
 #define PATH_CAP 4096
 #define REASON_CAP 512
 /* A segment from this size on feeds the key directory on a second thread
@@ -146,22 +146,22 @@ static int list_dir(struct tfs_plog *pl, struct dir_scan *d, bool *have_swap)
 
 		if (de->d_name[0] == '.')
 			continue;
-		if (ends_with(de->d_name, ".tmp")) {
+		if (ends_with(de->d_name, TFS_SUFFIX_TMP)) {
 			if (!pl->env.read_only)
 				remove_file(pl, de->d_name, "stale temporary file");
 			continue;
 		}
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0)
 			continue;
-		if (ends_with(suffix, ".deleted")) {
+		if (ends_with(suffix, TFS_SUFFIX_DELETED)) {
 			if (!pl->env.read_only)
 				remove_file(pl, de->d_name, "deletion left by a previous run");
-		} else if (ends_with(suffix, ".cleaned")) {
+		} else if (ends_with(suffix, TFS_SUFFIX_CLEANED)) {
 			if (base < d->min_cleaned)
 				d->min_cleaned = base;
-		} else if (ends_with(suffix, ".swap")) {
+		} else if (ends_with(suffix, TFS_SUFFIX_SWAP)) {
 			*have_swap = true;
-		} else if (!strcmp(suffix, ".log")) {
+		} else if (!strcmp(suffix, TFS_SUFFIX_LOG)) {
 			rc = push_base(d, base);
 			if (rc < 0)
 				break;
@@ -190,9 +190,9 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0)
 			continue;
-		if (ends_with(suffix, ".cleaned")) {
+		if (ends_with(suffix, TFS_SUFFIX_CLEANED)) {
 			remove_file(pl, de->d_name, "output of an interrupted cleaning pass");
-		} else if (ends_with(suffix, ".swap")) {
+		} else if (ends_with(suffix, TFS_SUFFIX_SWAP)) {
 			if (base >= d->min_cleaned) {
 				remove_file(pl, de->d_name, "part of an interrupted swap");
 				continue;
@@ -250,8 +250,10 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 			tfs_segment_unref(sw);
 			for (size_t j = 0; j < d->nlogs; j++) {
 				if (d->logs[j] > base && d->logs[j] < next) {
-					static const char *const sfx[] = { ".log", ".index", ".timeindex",
-					                                   ".txnindex" };
+					static const char *const sfx[] = {
+						TFS_SUFFIX_LOG, TFS_SUFFIX_INDEX, TFS_SUFFIX_TIMEINDEX,
+						TFS_SUFFIX_TXNINDEX
+					};
 					for (size_t k = 0; k < sizeof(sfx) / sizeof(sfx[0]); k++) {
 						char name[64];
 						snprintf(name, sizeof(name), "%020" PRId64 "%s", d->logs[j], sfx[k]);
@@ -261,7 +263,8 @@ static int complete_swaps(struct tfs_plog *pl, struct dir_scan *d)
 				}
 			}
 		}
-		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(".swap")), swaps[i]);
+		snprintf(final, sizeof(final), "%.*s", (int)(strlen(swaps[i]) - strlen(TFS_SUFFIX_SWAP)),
+		         swaps[i]);
 		if (pl->env.read_only) {
 			/* read the new segment where it is; its originals are left out */
 			tfs_log_warn("recovery", "reading %s/%s in place of %s: a swap to finish "
@@ -308,8 +311,8 @@ static int remove_orphan_indexes(struct tfs_plog *pl, const struct dir_scan *d)
 		bool known = false;
 
 		if (tfs_segment_parse_name(de->d_name, &base, &suffix) < 0 ||
-		    (strcmp(suffix, ".index") && strcmp(suffix, ".timeindex") &&
-		     strcmp(suffix, ".txnindex")))
+		    (strcmp(suffix, TFS_SUFFIX_INDEX) && strcmp(suffix, TFS_SUFFIX_TIMEINDEX) &&
+		     strcmp(suffix, TFS_SUFFIX_TXNINDEX)))
 			continue;
 		for (size_t i = 0; i < d->nlogs && !known; i++)
 			known = d->logs[i] == base;
@@ -548,13 +551,13 @@ static int add_damage(struct tfs_plog *pl, struct tfs_segment *seg, struct tfs_s
 
 /* Step 2 for one segment. Returns 0 with the segment's size set; for the last
  * segment a torn tail is cut, in a sealed one unreadable regions are noted
- * (log_damage.h). expect: the smallest base offset allowed; next_base: the next
+ * (batch_reader.h). expect: the smallest base offset allowed; next_base: the next
  * segment's base offset (INT64_MAX for the last). */
 static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
                         tfs_offset_t expect, tfs_offset_t next_base, struct scan_ctx *sc)
 {
-	tfs_pos_t pos = 0, file_size, wstart = 0;
-	size_t wlen = 0;
+	struct tfs_batch_reader rd;
+	tfs_pos_t pos = 0, file_size;
 	const char *why = NULL;
 	struct tfs_seg_damage d = { .pos = -1 };      /* the region being read through */
 	int rc = 0;
@@ -580,70 +583,29 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 	    (rc = tfs__kdfeed_start(pl->kd, &pl->kdfeed)) < 0)
 		return rc;
 	tfs_segment_reset_index(seg);
-	while (pos < file_size) {
-		struct tfs_batch_header h;
-		enum tfs_batch_fate fate = TFS_FATE_GOOD;
-		size_t size, off;
-		bool torn;
+	tfs_batch_reader_init(&rd, tfs_segment_read_fn, seg, 0, file_size, RECOVERY_CHUNK, &sc->buf,
+	                      &sc->cap);
+	while ((pos = rd.pos) < file_size) {
+		struct tfs_batch_frame f;
+		enum tfs_batch_fate fate;
 
-		/* make at least a header available */
-		if (pos + TFS_BATCH_HEADER_BYTES > wstart + (tfs_pos_t)wlen) {
-			/* no more than the file holds: a small partition's open then costs
-			 * no large allocation */
-			size_t want = file_size - pos < (tfs_pos_t)RECOVERY_CHUNK ? (size_t)(file_size - pos)
-			                                                          : RECOVERY_CHUNK;
-			ssize_t n;
-			if (want > sc->cap) {
-				uint8_t *p = realloc(sc->buf, want);
-				if (!p)
-					return -ENOMEM;
-				sc->buf = p;
-				sc->cap = want;
-			}
-			n = tfs_segment_read(seg, sc->buf, want, pos);
-			if (n < 0)
-				return (int)n;
-			wstart = pos;
-			wlen = (size_t)n;
+		rc = tfs_batch_reader_frame(&rd, &f);
+		if (rc < 0)
+			return rc;
+		rc = 0;
+		why = f.why;
+		if (f.unsupported && d.pos < 0) {
+			rc = TFS_EUNSUPPORTED;          /* magic 0/1 where a batch must start */
+			break;
 		}
-		off = (size_t)(pos - wstart);
-		rc = tfs_batch_header_decode(sc->buf + off, wlen - off, &h, &why);
-		if (rc == TFS_EUNSUPPORTED && d.pos < 0)
-			break;                          /* magic 0/1 where a batch must start */
-		size = tfs_damage_frame(sc->buf + off, wlen - off, file_size - pos, &why, &torn);
-		if (size == 0) {
-			fate = TFS_FATE_REST;
-		} else if (rc == -EAGAIN) {
-			why = "short read";
-			fate = TFS_FATE_REST;
-		} else if (rc < 0) {
-			fate = TFS_FATE_SKIP;           /* framed, but header fields are bad */
-		} else if (off + size > wlen) {
-			ssize_t n;
-			if (size > sc->cap) {
-				uint8_t *p = realloc(sc->buf, size);
-				if (!p)
-					return -ENOMEM;
-				sc->buf = p;
-				sc->cap = size;
-			}
-			n = tfs_segment_read(seg, sc->buf, sc->cap, pos);
-			if (n < 0)
-				return (int)n;
-			wstart = pos;
-			wlen = (size_t)n;
-			off = 0;
-			if (wlen < size) {
-				why = "short read";
-				fate = TFS_FATE_REST;
-			}
-		}
-		if (fate == TFS_FATE_GOOD && tfs_batch_check_crc(sc->buf + off, size, &why) < 0)
-			fate = TFS_FATE_SKIP;
+		if (f.fate == TFS_FATE_GOOD && (rc = tfs_batch_reader_load(&rd, &f)) < 0)
+			return rc;
+		fate = f.fate;
+		why = f.why;
 		if (fate == TFS_FATE_GOOD)
-			fate = tfs_damage_offsets(&h, expect, next_base, &why);
+			fate = tfs_batch_fate_offsets(&f.h, expect, next_base, &why);
 		if (fate == TFS_FATE_GOOD) {
-			rc = index_keys(pl, sc, seg, sc->buf + off, size, &why);
+			rc = index_keys(pl, sc, seg, f.bytes, f.size, &why);
 			if (rc == -ENOMEM || rc == TFS_EUNSUPPORTED)
 				break;
 			if (rc < 0)
@@ -651,14 +613,13 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 		}
 		rc = 0;
 		if (fate != TFS_FATE_GOOD) {
-			if (last && size == 0 &&
-			    tfs_damage_over_bound(sc->buf + off, wlen - off, file_size - pos)) {
+			if (last && f.over_bound) {
 				/* whole in the file: cutting it would lose records a broker
 				 * wrote, so the partition is refused as it is */
 				tfs_log_error("recovery", "%s/%020" PRId64 ".log at position %" PRId64
 				              ": a batch larger than topicfs reads (%zu bytes at most); "
 				              "nothing truncated, the partition is not opened", pl->path,
-				              seg->base_offset, pos, TFS_DAMAGE_MAX_BATCH_BYTES);
+				              seg->base_offset, pos, TFS_MAX_BATCH_BYTES);
 				return -EFBIG;
 			}
 			if (last)
@@ -669,25 +630,25 @@ static int scan_segment(struct tfs_plog *pl, struct tfs_segment *seg, bool last,
 				pos = file_size;
 				break;
 			}
-			pos += (tfs_pos_t)size;
+			tfs_batch_reader_skip(&rd, &f);
 			continue;
 		}
 		if (d.pos >= 0) {
-			rc = add_damage(pl, seg, &d, pos, h.base_offset);
+			rc = add_damage(pl, seg, &d, pos, f.h.base_offset);
 			if (rc < 0)
 				return rc;
 			d.pos = -1;
 		}
-		if (h.producer_id >= 0) {
+		if (f.h.producer_id >= 0) {
 			seg->has_producer_ids = true;   /* the cleaner reads producer state here */
-			tfs__pstate_replay(pl, &h);
+			tfs__pstate_replay(pl, &f.h);
 		}
-		rc = tfs_segment_note_batch(seg, pos, size, h.base_offset, tfs_batch_last_offset(&h),
-		                            h.max_timestamp);
+		rc = tfs_segment_note_batch(seg, pos, f.size, f.h.base_offset,
+		                            tfs_batch_last_offset(&f.h), f.h.max_timestamp);
 		if (rc < 0)
 			return rc;
-		expect = tfs_batch_last_offset(&h) + 1;
-		pos += (tfs_pos_t)size;
+		expect = tfs_batch_last_offset(&f.h) + 1;
+		tfs_batch_reader_skip(&rd, &f);
 	}
 	if (rc == -ENOMEM || rc == TFS_EUNSUPPORTED) {
 		if (rc == TFS_EUNSUPPORTED)
@@ -791,7 +752,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		n++;
 		if (!pl->env.read_only && seg->corrupt_at < 0 &&
 		    !tfs_segment_txnindex_match(seg, pl->dirfd)) {
-			tfs_log_warn("recovery", "rebuilt .txnindex of %s/%020" PRId64 ".log", pl->path,
+			tfs_log_warn("recovery", "rebuilt .txnindex of %s/%020" PRId64 TFS_SUFFIX_LOG, pl->path,
 			             seg->base_offset);
 			rc = tfs_segment_write_txnindex(seg, pl->dirfd, "");
 			if (rc < 0)
@@ -806,7 +767,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 		} else {
 			seg->sealed = true;
 			if (!pl->env.read_only && seg->corrupt_at < 0 && !tfs_segment_indexes_match(seg)) {
-				tfs_log_warn("recovery", "rebuilt index of %s/%020" PRId64 ".log", pl->path,
+				tfs_log_warn("recovery", "rebuilt index of %s/%020" PRId64 TFS_SUFFIX_LOG, pl->path,
 				             seg->base_offset);
 				rc = tfs_segment_write_indexes(seg, pl->dirfd, false);
 				if (rc < 0)

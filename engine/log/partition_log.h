@@ -316,7 +316,7 @@ int tfs_plog_key_versions(struct tfs_plog *pl, struct tfs_slice key, tfs_offset_
                           size_t *count);
 
 /* An unreadable region of a sealed segment, found when the partition opened
- * (rules in log_damage.h). Its bytes read as TFS_ECORRUPT; nothing cuts it but
+ * (rules in engine/format/batch_reader.h). Its bytes read as TFS_ECORRUPT; nothing cuts it but
  * topicctl repair. */
 struct tfs_plog_damage {
 	tfs_offset_t segment_base;       /* of the segment: <segment_base>.log */

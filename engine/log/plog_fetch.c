@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/format/batch_codec.h"
+#include "engine/format/batch_reader.h"
 #include "engine/log/plog_internal.h"
 #include "engine/log/segment.h"
 #include "io/log.h"
@@ -25,8 +25,7 @@ struct scan {
 /* Decodes the header of the batch at pos (< end) into *h. */
 static int scan_header(struct scan *s, tfs_pos_t pos, tfs_pos_t end, struct tfs_batch_header *h)
 {
-	const char *why = NULL;
-	int rc;
+	struct tfs_batch_frame f;
 
 	if (pos < s->at || pos + TFS_BATCH_HEADER_BYTES > s->at + (tfs_pos_t)s->have) {
 		size_t want = SCAN_CHUNK;
@@ -39,15 +38,14 @@ static int scan_header(struct scan *s, tfs_pos_t pos, tfs_pos_t end, struct tfs_
 		s->at = pos;
 		s->have = (size_t)n;
 	}
-	rc = tfs_batch_header_decode(s->buf + (pos - s->at), s->have - (size_t)(pos - s->at), h, &why);
-	if (rc == 0 && pos + (tfs_pos_t)tfs_batch_size(h) > end)
-		rc = -EAGAIN;
-	if (rc < 0) {
+	tfs_batch_frame(s->buf + (pos - s->at), s->have - (size_t)(pos - s->at), end - pos, pos, &f);
+	if (f.fate != TFS_FATE_GOOD) {
 		tfs_log_error("plog", "segment %020lld.log of %s: no batch header at byte %lld: %s",
 		              (long long)s->seg->base_offset, s->seg->dir, (long long)pos,
-		              rc == -EAGAIN ? "batch runs past the segment's size" : why ? why : "unsupported");
+		              f.why ? f.why : "invalid");
 		return TFS_ECORRUPT;
 	}
+	*h = f.h;
 	return 0;
 }
 

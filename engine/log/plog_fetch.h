@@ -12,7 +12,7 @@
  *   (3) nothing at or past the high watermark returned with it: the watermark and
  *       the segment sizes are read together under the partition's lock, and a
  *       segment's size counts only batches written whole (partition_log.h (3));
- *   (4) an unreadable region of a sealed segment (log_damage.h) ends the spans of
+ *   (4) an unreadable region of a sealed segment (engine/format/batch_reader.h) ends the spans of
  *       that segment; the fetch goes on at the next segment.
  *
  * Owns: the segment references of its spans until tfs_plog_fetch_release; the

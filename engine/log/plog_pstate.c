@@ -29,16 +29,16 @@
 #include <string.h>
 
 #include "engine/log/plog_internal.h"
+#include "engine/ondisk.h"
 #include "io/file_util.h"
 #include "io/log.h"
 
-#define SNAPSHOT_SUFFIX ".snapshot"
 #define SNAPSHOT_NAME_BYTES 32
 #define SNAPSHOT_MAX_BYTES (64u << 20)
 
 static void snapshot_name(char *buf, tfs_offset_t offset)
 {
-	snprintf(buf, SNAPSHOT_NAME_BYTES, "%020" PRId64 SNAPSHOT_SUFFIX, offset);
+	snprintf(buf, SNAPSHOT_NAME_BYTES, "%020" PRId64 TFS_SUFFIX_SNAPSHOT, offset);
 }
 
 /* Whether name is `<20 digits>.snapshot`; *offset gets its offset. */
@@ -47,7 +47,7 @@ static bool parse_name(const char *name, tfs_offset_t *offset)
 	char *end;
 	long long v;
 
-	if (strlen(name) != 20 + strlen(SNAPSHOT_SUFFIX) || strcmp(name + 20, SNAPSHOT_SUFFIX))
+	if (strlen(name) != 20 + strlen(TFS_SUFFIX_SNAPSHOT) || strcmp(name + 20, TFS_SUFFIX_SNAPSHOT))
 		return false;
 	for (int i = 0; i < 20; i++)
 		if (name[i] < '0' || name[i] > '9')

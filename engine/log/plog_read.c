@@ -13,64 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/format/batch_reader.h"
 #include "engine/log/plog_internal.h"
+#include "engine/ondisk.h"
 #include "io/log.h"
 
 #define WINDOW_READ_BYTES (16u << 10)   /* a point read: the index interval (4 KiB by
                                          * default) around the offset and then some, so
                                          * that neighbours come along in the same I/O */
 #define SCAN_READ_CHUNK (1u << 20)      /* cursors read sequentially in big chunks */
-#define MAX_BATCH_BYTES (256u << 20)    /* a larger declared batch is corrupt */
 #define KEY_READ_RETRIES 3              /* a key rewritten and cleaned between lookup and read */
-
-/* A window [start, start + len) of one segment's bytes. */
-struct window {
-	uint8_t *p;
-	size_t cap, len;
-	tfs_pos_t start;
-	size_t chunk;
-};
-
-/* Makes [pos, pos + need) of seg available; limit is the committed size.
- * Returns a pointer into the window, or NULL with *err set (-ENODATA past limit). */
-static const uint8_t *window_get(struct window *w, struct tfs_segment *seg, tfs_pos_t pos,
-                                 size_t need, tfs_pos_t limit, int *err)
-{
-	size_t want;
-	ssize_t n;
-
-	if (pos + (tfs_pos_t)need > limit) {
-		*err = -ENODATA;
-		return NULL;
-	}
-	if (pos >= w->start && pos + (tfs_pos_t)need <= w->start + (tfs_pos_t)w->len)
-		return w->p + (pos - w->start);
-	want = need > w->chunk ? need : w->chunk;
-	if ((tfs_pos_t)want > limit - pos)
-		want = (size_t)(limit - pos);
-	if (want > w->cap) {
-		uint8_t *np = realloc(w->p, want);
-		if (!np) {
-			*err = -ENOMEM;
-			return NULL;
-		}
-		w->p = np;
-		w->cap = want;
-	}
-	n = tfs_segment_read(seg, w->p, want, pos);
-	if (n < 0) {
-		*err = (int)n;
-		w->len = 0;
-		return NULL;
-	}
-	w->start = pos;
-	w->len = (size_t)n;
-	if (w->len < need) {
-		*err = TFS_ECORRUPT;    /* the file is shorter than its committed size */
-		return NULL;
-	}
-	return w->p;
-}
 
 /* The first unreadable region of seg (found at open) that ends past pos, or
  * NULL: readers never use its bytes, and step over it only towards offsets at
@@ -87,9 +39,8 @@ struct tfs_plog_cursor {
 	struct tfs_plog *pl;
 	struct tfs_seglist *list;
 	int seg_idx;
-	tfs_pos_t pos;
 	tfs_offset_t from;
-	struct window win;
+	struct tfs_batch_reader rd;     /* over seg[seg_idx]'s committed bytes */
 	struct tfs_record_iter it;
 	bool in_batch;
 	struct tfs_batch_header bh;
@@ -103,6 +54,14 @@ static tfs_pos_t start_pos(struct tfs_plog *pl, struct tfs_segment *seg, tfs_off
 	pos = tfs_segment_lookup(seg, from);
 	pthread_rwlock_unlock(&pl->lock);
 	return pos;
+}
+
+/* Points the cursor's reader at seg[seg_idx] from pos. */
+static void retarget(struct tfs_plog_cursor *c, tfs_pos_t pos)
+{
+	struct tfs_segment *seg = c->list->seg[c->seg_idx];
+
+	tfs_batch_reader_retarget(&c->rd, tfs_segment_read_fn, seg, pos, tfs_segment_size(seg));
 }
 
 static int cursor_open(struct tfs_plog *pl, tfs_offset_t from, size_t chunk,
@@ -121,11 +80,12 @@ static int cursor_open(struct tfs_plog *pl, tfs_offset_t from, size_t chunk,
 		from = pl->deleted_below;       /* records below the log start are gone */
 	pthread_rwlock_unlock(&pl->lock);
 	c->from = from;
-	c->win.chunk = chunk;
 	tfs_record_iter_init(&c->it);
 	idx = tfs__seglist_find(c->list, from);
 	c->seg_idx = idx < 0 ? 0 : idx;
-	c->pos = idx < 0 ? 0 : start_pos(pl, c->list->seg[idx], from);
+	tfs_batch_reader_init(&c->rd, tfs_segment_read_fn, NULL, 0, 0, chunk, NULL, NULL);
+	if (c->seg_idx < c->list->count)
+		retarget(c, idx < 0 ? 0 : start_pos(pl, c->list->seg[idx], from));
 	*out = c;
 	return 0;
 }
@@ -141,15 +101,21 @@ void tfs_plog_cursor_close(struct tfs_plog_cursor *c)
 		return;
 	tfs__seglist_put(c->list);
 	tfs_record_iter_release(&c->it);
-	free(c->win.p);
+	tfs_batch_reader_release(&c->rd);
 	free(c);
+}
+
+static int seg_corrupt(struct tfs_plog *pl, struct tfs_segment *seg, tfs_pos_t pos,
+                       const char *why)
+{
+	tfs_log_error("plog", "corrupt batch in %s/%020" PRId64 ".log at position %" PRId64 ": %s",
+	              pl->path, seg->base_offset, pos, why ? why : "invalid");
+	return TFS_ECORRUPT;
 }
 
 static int corrupt(struct tfs_plog_cursor *c, struct tfs_segment *seg, const char *why)
 {
-	tfs_log_error("plog", "corrupt batch in %s/%020" PRId64 ".log at position %" PRId64 ": %s",
-	              c->pl->path, seg->base_offset, c->pos, why ? why : "invalid");
-	return TFS_ECORRUPT;
+	return seg_corrupt(c->pl, seg, c->rd.pos, why);
 }
 
 int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
@@ -158,11 +124,9 @@ int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
 	for (;;) {
 		const struct tfs_seg_damage *d;
 		struct tfs_segment *seg;
-		tfs_pos_t limit;
-		const uint8_t *p;
+		struct tfs_batch_frame f;
 		const char *why = NULL;
-		size_t size;
-		int rc, err = 0;
+		int rc;
 
 		if (c->in_batch) {
 			rc = tfs_record_iter_next(&c->it, r, &why);
@@ -180,49 +144,39 @@ int tfs_plog_cursor_next(struct tfs_plog_cursor *c, struct tfs_record *r,
 		if (c->seg_idx >= c->list->count)
 			return 0;
 		seg = c->list->seg[c->seg_idx];
-		limit = tfs_segment_size(seg);
-		if ((d = damage_from(seg, c->pos)) && d->pos <= c->pos) {
+		if ((d = damage_from(seg, c->rd.pos)) && d->pos <= c->rd.pos) {
 			/* Step over it: a cursor that started past it has lost nothing;
 			 * one that reads through it hears so once, then goes on. */
 			bool lost = c->from < d->next;
 			rc = lost ? corrupt(c, seg, d->why) : 0;
-			c->pos = d->end;
+			tfs_batch_reader_seek(&c->rd, d->end);
 			if (lost)
 				return rc;
 			continue;
 		}
-		if (c->pos >= limit) {
-			c->seg_idx++;
-			c->pos = 0;
-			c->win.len = 0;     /* the window held the previous segment's bytes */
-			if (c->seg_idx < c->list->count)
-				c->pos = start_pos(c->pl, c->list->seg[c->seg_idx], c->from);
+		rc = tfs_batch_reader_frame(&c->rd, &f);
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {
+			if (++c->seg_idx < c->list->count)
+				retarget(c, start_pos(c->pl, c->list->seg[c->seg_idx], c->from));
 			continue;
 		}
-		p = window_get(&c->win, seg, c->pos, TFS_BATCH_HEADER_BYTES, limit, &err);
-		if (!p)
-			return err == -ENODATA ? corrupt(c, seg, "truncated batch header") :
-			       err == TFS_ECORRUPT ? corrupt(c, seg, "segment shorter than its size") : err;
-		rc = tfs_batch_header_decode(p, TFS_BATCH_HEADER_BYTES, &c->bh, &why);
-		if (rc < 0)
-			return rc == TFS_EUNSUPPORTED ? rc : corrupt(c, seg, why);
-		size = tfs_batch_size(&c->bh);
-		if (size > MAX_BATCH_BYTES)
-			return corrupt(c, seg, "batch larger than any valid batch");
-		if (tfs_batch_last_offset(&c->bh) < c->from) {
-			c->pos += (tfs_pos_t)size;
+		if (f.unsupported)
+			return TFS_EUNSUPPORTED;
+		if (f.fate == TFS_FATE_GOOD && tfs_batch_last_offset(&f.h) < c->from) {
+			tfs_batch_reader_skip(&c->rd, &f);      /* by its header alone */
 			continue;
 		}
-		p = window_get(&c->win, seg, c->pos, size, limit, &err);
-		if (!p)
-			return err == -ENODATA || err == TFS_ECORRUPT ?
-			       corrupt(c, seg, "batch extends past the segment") : err;
-		rc = tfs_batch_check_crc(p, size, &why);
-		if (rc == 0)
-			rc = tfs_record_iter_reset(&c->it, p, size, &why);
+		if (f.fate == TFS_FATE_GOOD && (rc = tfs_batch_reader_load(&c->rd, &f)) < 0)
+			return rc;
+		if (f.fate != TFS_FATE_GOOD)
+			return corrupt(c, seg, f.why);
+		c->bh = f.h;
+		rc = tfs_record_iter_reset(&c->it, f.bytes, f.size, &why);
 		if (rc < 0)
 			return rc == TFS_EUNSUPPORTED ? rc : corrupt(c, seg, why);
-		c->pos += (tfs_pos_t)size;
+		tfs_batch_reader_skip(&c->rd, &f);
 		c->in_batch = true;
 	}
 }
@@ -483,14 +437,6 @@ struct tfs_plog_window {
 	size_t memory;
 };
 
-static int seg_corrupt(struct tfs_plog *pl, struct tfs_segment *seg, tfs_pos_t pos,
-                       const char *why)
-{
-	tfs_log_error("plog", "corrupt batch in %s/%020" PRId64 ".log at position %" PRId64 ": %s",
-	              pl->path, seg->base_offset, pos, why ? why : "invalid");
-	return TFS_ECORRUPT;
-}
-
 void tfs_plog_window_free(struct tfs_plog_window *w)
 {
 	if (!w)
@@ -645,7 +591,6 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 		size_t want, end = 0, next_size = 0;
 		uint32_t whole = 0;             /* batches in [0, end) */
 		tfs_offset_t last_whole = -1, next_last = -1;
-		const char *why = NULL;
 		ssize_t n;
 
 		if (d && d->pos <= pos) {       /* an unreadable region found at open */
@@ -690,32 +635,28 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 			goto out;
 		}
 		while (end + TFS_BATCH_HEADER_BYTES <= want) {
-			struct tfs_batch_header h;
-			size_t size;
+			struct tfs_batch_frame f;
 
-			rc = tfs_batch_header_decode(buf + end, want - end, &h, &why);
-			size = rc == 0 ? tfs_batch_size(&h) : 0;
-			if (rc == 0 && size > MAX_BATCH_BYTES) {
-				rc = TFS_ECORRUPT;
-				why = "batch larger than any valid batch";
-			}
+			tfs_batch_frame(buf + end, want - end, limit - pos - (tfs_pos_t)end,
+			                pos + (tfs_pos_t)end, &f);
+			rc = f.unsupported ? TFS_EUNSUPPORTED : f.fate == TFS_FATE_GOOD ? 0 : TFS_ECORRUPT;
 			if (rc < 0 && last_whole >= offset) {
 				rc = 0;        /* the window ends before a bad header past the offset; */
 				break;         /* a reader that gets there reports it */
 			}
 			if (rc < 0) {
 				if (rc != TFS_EUNSUPPORTED)
-					rc = seg_corrupt(pl, seg, pos + (tfs_pos_t)end, why);
+					rc = seg_corrupt(pl, seg, f.pos, f.why);
 				goto out;
 			}
-			if (size > want - end) {
-				next_size = size;
-				next_last = tfs_batch_last_offset(&h);
+			if (f.size > want - end) {
+				next_size = f.size;
+				next_last = tfs_batch_last_offset(&f.h);
 				break;
 			}
-			end += size;
+			end += f.size;
 			whole++;
-			last_whole = tfs_batch_last_offset(&h);
+			last_whole = tfs_batch_last_offset(&f.h);
 		}
 		if (end > 0 && last_whole >= offset) {
 			if (end < cap / 2) {            /* a big chunk around small batches */

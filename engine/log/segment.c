@@ -11,6 +11,7 @@
 
 #include "engine/log/lag.h"
 #include "engine/log/segment.h"
+#include "engine/ondisk.h"
 #include "io/log.h"
 
 #define PATH_CAP 4096
@@ -20,7 +21,9 @@
 
 /* A segment's files; a .txnindex exists only when the segment holds an ABORT
  * marker, so every user of this list takes a missing file as fine. */
-static const char *const suffixes[] = { ".log", ".index", ".timeindex", ".txnindex" };
+static const char *const suffixes[] = {
+	TFS_SUFFIX_LOG, TFS_SUFFIX_INDEX, TFS_SUFFIX_TIMEINDEX, TFS_SUFFIX_TXNINDEX
+};
 
 static int write_whole(struct tfs_io *io, int dirfd, const char *name, const void *buf,
                        size_t len);
@@ -70,7 +73,7 @@ static struct tfs_segment *segment_alloc(struct tfs_io *io, struct tfs_fdcache *
 	if (!s)
 		return NULL;
 	s->dir = strdup(dir);
-	tfs_segment_file_name(path, sizeof(path), dir, base, ".log");
+	tfs_segment_file_name(path, sizeof(path), dir, base, TFS_SUFFIX_LOG);
 	if (!s->dir || tfs_fdcache_slot_init(&s->log, path, O_RDWR) != 0) {
 		free(s->dir);
 		free(s);
@@ -101,7 +104,7 @@ int tfs_segment_create(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd, co
 	struct tfs_segment *s;
 
 	*out = NULL;
-	snprintf(name, sizeof(name), "%020" PRId64 ".log", base);
+	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_LOG, base);
 	fd = tfs_io_openat(io, dirfd, name, O_RDWR | O_CREAT | O_EXCL, SEGMENT_FILE_MODE);
 	if (fd == -EEXIST)
 		fd = tfs_io_openat(io, dirfd, name, O_RDWR | O_CREAT | O_TRUNC, SEGMENT_FILE_MODE);
@@ -217,6 +220,11 @@ ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t
 	n = tfs_io_read(s->io, fd, buf, len, (uint64_t)pos);
 	tfs_fdcache_put(s->fdcache, &s->log);
 	return n;
+}
+
+ssize_t tfs_segment_read_fn(void *seg, void *buf, size_t len, tfs_pos_t pos)
+{
+	return tfs_segment_read(seg, buf, len, pos);
 }
 
 static int grow(void **arr, uint32_t *cap, size_t elem)
@@ -424,11 +432,11 @@ int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync)
 			goto out;
 	}
 	/* Index files are derived data: tfs_file_replace makes each one whole. */
-	snprintf(name, sizeof(name), "%020" PRId64 ".index", s->base_offset);
+	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_INDEX, s->base_offset);
 	rc = tfs_file_replace(s->io, dirfd, name, ibuf, ilen);
 	if (rc < 0)
 		goto out;
-	snprintf(name, sizeof(name), "%020" PRId64 ".timeindex", s->base_offset);
+	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_TIMEINDEX, s->base_offset);
 	rc = tfs_file_replace(s->io, dirfd, name, tbuf, tlen);
 out:
 	if (rc < 0)
@@ -451,14 +459,14 @@ int tfs_segment_indexes_match(struct tfs_segment *s)
 	dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		goto out;
-	snprintf(name, sizeof(name), "%020" PRId64 ".index", s->base_offset);
+	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_INDEX, s->base_offset);
 	if (tfs_file_read_all(s->io, dirfd, name, INDEX_FILE_MAX, &file, &flen) < 0)
 		goto out;
 	if (flen != ilen || memcmp(file, ibuf, ilen) != 0)
 		goto out;
 	free(file);
 	file = NULL;
-	snprintf(name, sizeof(name), "%020" PRId64 ".timeindex", s->base_offset);
+	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_TIMEINDEX, s->base_offset);
 	if (tfs_file_read_all(s->io, dirfd, name, INDEX_FILE_MAX, &file, &flen) < 0)
 		goto out;
 	/* a sealed segment's time index carries the final entry; accept either form */
@@ -555,7 +563,7 @@ int tfs_segment_txnindex_match(struct tfs_segment *s, int dirfd)
 	size_t flen = 0;
 	int rc;
 
-	snprintf(name, sizeof(name), "%020" PRId64 ".txnindex", s->base_offset);
+	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_TXNINDEX, s->base_offset);
 	rc = tfs_file_read_all(s->io, dirfd, name, INDEX_FILE_MAX, &file, &flen);
 	if (rc == -ENOENT)
 		return s->aborted_count == 0;
@@ -692,7 +700,7 @@ void tfs_segment_note_flushed(struct tfs_segment *s, tfs_pos_t upto)
 
 /* ---- the cleaner's output ---- */
 
-static const char *const index_suffixes[] = { ".index", ".timeindex" };
+static const char *const index_suffixes[] = { TFS_SUFFIX_INDEX, TFS_SUFFIX_TIMEINDEX };
 
 int tfs_segment_create_cleaned(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd,
                                const char *dir, tfs_offset_t base,

@@ -67,7 +67,7 @@ struct tfs_timeindex_entry {
 };
 
 /* An unreadable run of a sealed segment's .log, found by the open-time scan
- * (log_recovery.c, rules in log_damage.h): bytes [pos, end) cannot be read, and
+ * (log_recovery.c, rules in engine/format/batch_reader.h): bytes [pos, end) cannot be read, and
  * the offsets [first, next) that were there are unknown. next is the base offset
  * of the first readable batch after it (or the next segment's base). */
 struct tfs_seg_damage {
@@ -162,6 +162,9 @@ int tfs_segment_fd(struct tfs_segment *s);
 
 /* Reads len bytes at pos (short only past the committed size). */
 ssize_t tfs_segment_read(struct tfs_segment *s, void *buf, size_t len, tfs_pos_t pos);
+/* The same as a source of the batch reader (tfs_batch_read_fn, batch_reader.h):
+ * seg is the struct tfs_segment, borrowed. */
+ssize_t tfs_segment_read_fn(void *seg, void *buf, size_t len, tfs_pos_t pos);
 
 /* Records a batch [base..last] of size bytes appended at pos with max_ts, adding
  * index entries by Kafka's rule (LogSegment.append): the segment's max timestamp

@@ -213,8 +213,8 @@ static void dump_error(struct dump *d, tfs_pos_t pos, const char *msg)
 
 static const char *codec_name(int codec)
 {
-	static const char *const names[] = { "none", "gzip", "snappy", "lz4", "zstd" };
-	return codec >= 0 && codec <= TFS_CODEC_ZSTD ? names[codec] : "unknown";
+	const char *name = tfs_codec_name(codec);
+	return name ? name : "unknown";
 }
 
 static void fate_collect(void *arg, const struct tfs_cleaner_record_fate *f)
@@ -255,14 +255,14 @@ static int load_fates(struct dump *d, struct tfs_io *io, const char *dir)
 	if (!realpath(dir, real))
 		return -errno;
 	slash = strrchr(real, '/');
-	if (!slash || tfs_inspect_parse_partition_dir(slash + 1, topic, sizeof(topic), &partition) < 0) {
+	if (!slash || tfs_partition_dir_parse(slash + 1, topic, sizeof(topic), &partition) < 0) {
 		complain("%s: --fate needs a partition directory (DATA_DIR/TOPIC-N)", dir);
 		return -EINVAL;
 	}
 	*slash = '\0';                 /* real is now the data directory */
 	tfs_topic_config_defaults(&cfg);
 	tfs_cleaner_config_defaults(&ccfg);
-	snprintf(cfgpath, sizeof(cfgpath), "%s/%s/%s", real[0] ? real : "/", TFS_INSPECT_CONFIG_DIR,
+	snprintf(cfgpath, sizeof(cfgpath), "%s/%s/%s", real[0] ? real : "/", TFS_CONFIG_DIR,
 	         topic);
 	rc = tfs_topic_config_load(cfgpath, &cfg, &meta);
 	if (rc < 0 && rc != -ENOENT)

@@ -272,7 +272,7 @@ static int resolve_topic(int argc, char **argv, struct est_run *r)
 		return usage_error("estimate needs MOUNT/TOPIC, or DATA_DIR TOPIC");
 	}
 	/* the topic's own config file, when there is one (a broker's copy has none) */
-	snprintf(cfgpath, sizeof(cfgpath), "%s/%s/%s", r->data_dir, TFS_INSPECT_CONFIG_DIR, r->topic);
+	snprintf(cfgpath, sizeof(cfgpath), "%s/%s/%s", r->data_dir, TFS_CONFIG_DIR, r->topic);
 	fc = r->cfg;
 	lrc = tfs_topic_config_load(cfgpath, &fc, &meta);
 	if (lrc == 0) {
@@ -302,7 +302,7 @@ static int find_partitions(struct est_run *r)
 	while ((de = readdir(d))) {
 		char t[TOPIC_CAP];
 		int32_t p;
-		if (tfs_inspect_parse_partition_dir(de->d_name, t, sizeof(t), &p) < 0 ||
+		if (tfs_partition_dir_parse(de->d_name, t, sizeof(t), &p) < 0 ||
 		    strcmp(t, r->topic))
 			continue;
 		if (r->np == cap) {

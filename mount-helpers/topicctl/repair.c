@@ -271,7 +271,7 @@ int cmd_repair(int argc, char **argv)
 		int32_t part;
 		char **nn;
 		if (de->d_name[0] == '.' ||
-		    tfs_inspect_parse_partition_dir(de->d_name, topic, sizeof(topic), &part) < 0)
+		    tfs_partition_dir_parse(de->d_name, topic, sizeof(topic), &part) < 0)
 			continue;
 		if (only && strcmp(only, de->d_name) && strcmp(only, topic))
 			continue;

@@ -116,6 +116,47 @@ static void malformed_checkpoint_files_are_refused(void **state)
 	tfs__ckpt_free(e, n);
 }
 
+/* The cleaner and topicctl verify read a checkpoint with one parser: texts the
+ * two used to judge apart (a blank line after the entries, CRLF line ends, a
+ * partition listed twice, a "+1", a NUL) get one verdict from both. */
+static void the_cleaner_and_verify_agree_on_checkpoint_files(void **state)
+{
+	static const struct {
+		const char *text;
+		size_t len;
+		bool valid;
+	} cases[] = {
+		{ "0\n1\nt 0 1\n\n", 0, true },
+		{ "0\r\n1\r\nt 0 1\r\n", 0, true },
+		{ "0\n2\nt 0 1\nt 0 2\n", 0, false },
+		{ "0\n1\nt +1 5\n", 0, false },
+		{ "0\n1\nt 0 5\n\0\n", 12, false },
+		{ "0\n1\n t\t0  7 \n", 0, true },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
+		struct tfs__ckpt_entry *e = NULL;
+		struct tfs_checkpoint_entry *v = NULL;
+		const char *why = NULL;
+		tfs_pos_t at;
+		size_t n = 0, m = 0;
+		int a = tfs__ckpt_parse(cases[i].text, len, &e, &n);
+		int b = tfs_checkpoint_parse(cases[i].text, len, &v, &m, &at, &why);
+
+		if (a != b || (a == 0) != cases[i].valid)
+			fail_msg("case %zu: cleaner %d, verify %d (%s)", i, a, b, why ? why : "valid");
+		assert_int_equal(n, m);
+		for (size_t j = 0; j < n; j++) {
+			assert_string_equal(e[j].topic, v[j].topic);
+			assert_int_equal(e[j].offset, v[j].offset);
+		}
+		tfs__ckpt_free(e, n);
+		free(v);
+	}
+}
+
 /* A malformed file is ignored (logged): every partition starts fully dirty. */
 static void a_corrupt_checkpoint_file_only_costs_a_full_recopy(void **state)
 {
@@ -588,6 +629,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 		T(the_checkpoint_file_is_kafkas_text_format_and_survives_a_restart),
 		T(malformed_checkpoint_files_are_refused),
+		T(the_cleaner_and_verify_agree_on_checkpoint_files),
 		T(a_corrupt_checkpoint_file_only_costs_a_full_recopy),
 		T(a_checkpoint_past_the_log_end_is_reset_and_rewritten),
 		T(unregistering_drops_the_checkpoint_entry),

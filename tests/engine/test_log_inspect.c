@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "engine/format/batch_codec.h"
 #include "engine/inspect/log_inspect.h"
 #include "io/io.h"
@@ -182,18 +183,18 @@ static void file_kinds_and_partition_names(void **state)
 	assert_int_equal(tfs_inspect_file_kind("leader-epoch-checkpoint", NULL), TFS_FILE_KAFKA);
 	assert_int_equal(tfs_inspect_file_kind("42.log", NULL), TFS_FILE_OTHER);
 
-	assert_int_equal(tfs_inspect_parse_partition_dir("users-12", topic, sizeof(topic), &p), 0);
+	assert_int_equal(tfs_partition_dir_parse("users-12", topic, sizeof(topic), &p), 0);
 	assert_string_equal(topic, "users");
 	assert_int_equal(p, 12);
-	assert_int_equal(tfs_inspect_parse_partition_dir("my-topic-0", topic, sizeof(topic), &p), 0);
+	assert_int_equal(tfs_partition_dir_parse("my-topic-0", topic, sizeof(topic), &p), 0);
 	assert_string_equal(topic, "my-topic");
 	assert_int_equal(p, 0);
-	assert_int_equal(tfs_inspect_parse_partition_dir("users-01", topic, sizeof(topic), &p), -EINVAL);
-	assert_int_equal(tfs_inspect_parse_partition_dir("users-0.1700-delete", topic, sizeof(topic), &p),
+	assert_int_equal(tfs_partition_dir_parse("users-01", topic, sizeof(topic), &p), -EINVAL);
+	assert_int_equal(tfs_partition_dir_parse("users-0.1700-delete", topic, sizeof(topic), &p),
 	                 -EINVAL);
-	assert_int_equal(tfs_inspect_parse_partition_dir("users", topic, sizeof(topic), &p), -EINVAL);
-	assert_int_equal(tfs_inspect_parse_partition_dir("-3", topic, sizeof(topic), &p), -EINVAL);
-	assert_int_equal(tfs_inspect_parse_partition_dir("u-99999999999", topic, sizeof(topic), &p),
+	assert_int_equal(tfs_partition_dir_parse("users", topic, sizeof(topic), &p), -EINVAL);
+	assert_int_equal(tfs_partition_dir_parse("-3", topic, sizeof(topic), &p), -EINVAL);
+	assert_int_equal(tfs_partition_dir_parse("u-99999999999", topic, sizeof(topic), &p),
 	                 -EINVAL);
 }
 
@@ -208,7 +209,7 @@ static void checkpoint_parses_kafkas_format(void **state)
 	const char *why;
 	(void)state;
 
-	assert_int_equal(tfs_inspect_parse_checkpoint(text, strlen(text), &e, &n, &at, &why), 0);
+	assert_int_equal(tfs_checkpoint_parse(text, strlen(text), &e, &n, &at, &why), 0);
 	assert_int_equal(n, 3);
 	assert_string_equal(e[0].topic, "users");
 	assert_int_equal(e[0].partition, 0);
@@ -218,10 +219,10 @@ static void checkpoint_parses_kafkas_format(void **state)
 	assert_int_equal(e[1].offset, 5);
 	free(e);
 	/* no final newline; an empty checkpoint */
-	assert_int_equal(tfs_inspect_parse_checkpoint("0\n1\nt 0 1", 9, &e, &n, &at, &why), 0);
+	assert_int_equal(tfs_checkpoint_parse("0\n1\nt 0 1", 9, &e, &n, &at, &why), 0);
 	assert_int_equal(n, 1);
 	free(e);
-	assert_int_equal(tfs_inspect_parse_checkpoint("0\n0\n", 4, &e, &n, &at, &why), 0);
+	assert_int_equal(tfs_checkpoint_parse("0\n0\n", 4, &e, &n, &at, &why), 0);
 	assert_int_equal(n, 0);
 	free(e);
 }
@@ -255,7 +256,7 @@ static void checkpoint_errors_name_their_line(void **state)
 		size_t n = 99;
 		tfs_pos_t at = -7;
 		const char *why = NULL;
-		int rc = tfs_inspect_parse_checkpoint(cases[i].text, strlen(cases[i].text), &e, &n, &at,
+		int rc = tfs_checkpoint_parse(cases[i].text, strlen(cases[i].text), &e, &n, &at,
 		                                      &why);
 		if (rc != TFS_ECORRUPT || at != cases[i].pos || !why || !strstr(why, cases[i].why))
 			fail_msg("case %zu \"%s\": rc %d pos %ld why \"%s\"", i, cases[i].text, rc,
@@ -305,6 +306,53 @@ static void put_be64(uint8_t *p, int64_t v)
 {
 	put_be32(p, (int32_t)((uint64_t)v >> 32));
 	put_be32(p + 4, (int32_t)v);
+}
+
+/* The mount (the engine's open) and topicctl verify read partition directories
+ * by one rule: a name that only a looser parser reads as a partition (a sign, a
+ * blank, a leading zero, a number past the engine's bound) is a partition for
+ * neither, and the open makes no directory for it. */
+static void verify_and_the_mount_agree_on_partition_directory_names(void **state)
+{
+	static const char *const odd[] = { "t-+5", "t- 5", "t-05", "t-100001", "t-2147483647" };
+	struct tfs_engine_config cfg;
+	struct tfs_engine *e = NULL;
+	struct tfs_topic *t;
+	struct tfs_verify_ctx ctx = { 0 };
+	struct found f = { 0 };
+	char *dir = t_mkdtemp("inspect-names"), path[4096], want[512];
+	(void)state;
+
+	snprintf(path, sizeof(path), "%s/t-0", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, odd[i]);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	tfs_engine_config_defaults(&cfg);
+	cfg.data_dir = dir;
+	assert_int_equal(tfs_engine_open(&cfg, &e), 0);
+	t = tfs_engine_topic_get(e, "t");
+	assert_non_null(t);
+	assert_int_equal(tfs_topic_partition_count(t), 1);
+	tfs_topic_unref(t);
+	tfs_engine_close(e);
+	snprintf(path, sizeof(path), "%s/t-5", dir);
+	assert_int_not_equal(access(path, F_OK), 0);
+
+	ctx.io = t_io();
+	ctx.finding = collect;
+	ctx.arg = &f;
+	assert_int_equal(tfs_inspect_verify_data_dir(&ctx, dir), 0);
+	assert_int_equal(ctx.stats.partitions, 1);
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		snprintf(want, sizeof(want), "note %s:-1: not a partition directory", odd[i]);
+		if (!found_has(&f, want))
+			fail_msg("verify took %s for a partition", odd[i]);
+	}
+	tfs_io_destroy(ctx.io);
+	t_rmtree(dir);
+	free(dir);
 }
 
 static void verify_checks_indexes_against_the_log(void **state)
@@ -380,7 +428,7 @@ static void verify_data_dir_checks_the_topic_configs_in_topics(void **state)
 	snprintf(sub, sizeof(sub), "%s/users-0", fresh);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	assert_true(tfs_inspect_is_partition_dir(sub));
-	snprintf(sub, sizeof(sub), "%s/users-0/%s", fresh, TFS_INSPECT_CONFIG_DIR);
+	snprintf(sub, sizeof(sub), "%s/users-0/%s", fresh, TFS_CONFIG_DIR);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	snprintf(sub, sizeof(sub), "%s/users-0", fresh);
 	assert_false(tfs_inspect_is_partition_dir(sub));
@@ -390,7 +438,7 @@ static void verify_data_dir_checks_the_topic_configs_in_topics(void **state)
 	snprintf(sub, sizeof(sub), "%s/t-0", dir);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	write_file(sub, "00000000000000000000.log", s.buf, s.len);
-	snprintf(sub, sizeof(sub), "%s/%s", dir, TFS_INSPECT_CONFIG_DIR);
+	snprintf(sub, sizeof(sub), "%s/%s", dir, TFS_CONFIG_DIR);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	write_file(sub, "t", t_config, strlen(t_config));
 	write_file(sub, "t.tmp", t_config, strlen(t_config));
@@ -705,6 +753,7 @@ int main(void)
 		cmocka_unit_test(checkpoint_parses_kafkas_format),
 		cmocka_unit_test(checkpoint_errors_name_their_line),
 		cmocka_unit_test(verify_checks_indexes_against_the_log),
+		cmocka_unit_test(verify_and_the_mount_agree_on_partition_directory_names),
 		cmocka_unit_test(verify_data_dir_checks_the_topic_configs_in_topics),
 		cmocka_unit_test(keycount_is_exact_then_hyperloglog),
 		cmocka_unit_test(estimate_formula_term_by_term),

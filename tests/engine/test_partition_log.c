@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/log/log_damage.h"
+#include "engine/format/batch_reader.h"
 #include "engine/log/partition_log.h"
 #include "engine/log/segment.h"
 #include "io/file_util.h"
@@ -428,7 +428,7 @@ static void a_batch_past_our_bound_is_refused_never_cut(void **state)
 {
 	struct fx *f = *state;
 	struct tfs_plog_env env = { f->io, f->fdc, &f->cfg, false };
-	const int64_t big = (int64_t)TFS_DAMAGE_MAX_BATCH_BYTES + 4096;
+	const int64_t big = (int64_t)TFS_MAX_BATCH_BYTES + 4096;
 	uint8_t hdr[TFS_BATCH_HEADER_BYTES] = { 0 };
 	struct tfs_plog_stats st;
 	struct tfs_plog *pl = NULL;
