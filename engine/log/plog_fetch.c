@@ -109,7 +109,7 @@ static int fetch(struct tfs_plog *pl, tfs_offset_t from, size_t max_bytes, bool 
 		sc.seg = seg;
 		sc.have = 0;
 		while (pos + TFS_BATCH_HEADER_BYTES <= end) {
-			struct tfs_batch_header h;
+			struct tfs_batch_header h = { .base_offset = 0 };  /* set by scan_header */
 			size_t size;
 
 			rc = scan_header(&sc, pos, end, &h);
