@@ -518,6 +518,16 @@ static int topic_create(struct tfs_engine *e, const char *name, int32_t partitio
 		partitions = e->cfg.default_partitions;
 	if (partitions > TFS_MAX_PARTITIONS)
 		return -EINVAL;
+	/* A log start offset the file still holds for an older topic of this name (a
+	 * deletion whose rewrite failed or was cut by a crash) must not apply to the
+	 * new one: the file is rewritten from the topics that exist first. */
+	if (faccessat(e->dirfd, TFS_LOG_START_FILE, F_OK, 0) == 0) {
+		pthread_mutex_lock(&e->start_lock);
+		rc = tfs__log_start_write(e, e->io, e->dirfd, NULL, 0, 0);
+		pthread_mutex_unlock(&e->start_lock);
+		if (rc < 0)
+			return rc;
+	}
 	pthread_rwlock_wrlock(&e->lock);
 	{
 		bool found;
@@ -1353,7 +1363,7 @@ int tfs_engine_open(const struct tfs_engine_config *cfg, struct tfs_engine **out
 		tfs_fdcache_set_read_only(e->fdcache);
 	rc = load_topics(e);
 	if (rc == 0)
-		rc = tfs__log_start_load(e, e->io, e->dirfd);
+		rc = tfs__log_start_load(e, e->io, e->dirfd, cfg->read_only);
 	if (rc < 0)
 		goto fail;
 	rc = tfs_groups_open(e, &cfg->groups, &e->groups);
@@ -1484,7 +1494,8 @@ int tfs_engine_delete_records(struct tfs_engine *e, struct tfs_topic *t, int32_t
 		             st.log_start_offset, st.log_end_offset);
 	} else if (offset <= st.log_start_offset) {
 		rc = 0;                         /* nothing below it is left */
-	} else if ((rc = tfs__log_start_write(e, e->io, e->dirfd, t->name, partition, offset)) == 0) {
+	} else if ((rc = tfs_plog_sync(pl)) == 0 &&  /* never a start past the durable end */
+	           (rc = tfs__log_start_write(e, e->io, e->dirfd, t->name, partition, offset)) == 0) {
 		rc = tfs_plog_delete_below(pl, offset, gone ? gone_copy : NULL, &g, low);
 		if (rc == 0)
 			tfs_log_info("engine", "%s-%" PRId32 ": records below %" PRId64 " deleted "

@@ -198,8 +198,10 @@ int tfs_kafka_config_set(struct tfs_kafka_config *c, const char *name, const cha
 		return 0;
 	}
 	if (!strcmp(name, "connection.failed.authentication.delay.ms")) {
-		*why = "expected milliseconds between 0 and 2147483647";
-		if (!tfs_parse_i64(value, 0, INT32_MAX, &v))
+		/* bounded below a client's request timeout (30 s by default), so that
+		 * a parked failure never holds a connection longer than a client waits */
+		*why = "expected milliseconds between 0 and 10000";
+		if (!tfs_parse_i64(value, 0, 10000, &v))
 			return -EINVAL;
 		c->auth_fail_delay_ms = (int32_t)v;
 		return 0;

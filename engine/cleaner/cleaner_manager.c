@@ -850,10 +850,14 @@ static bool retention_sweep(struct tfs_cleaner *c)
 		int deleted = 0;
 		bool mine = false;
 
+		bool wanted;
+
 		tfs__plog_config(p->pl, &cfg);
+		/* a compacted topic too, once DeleteRecords left whole segments below
+		 * its log start (retention.c) */
+		wanted = (cfg.cleanup_policy & TFS_POLICY_DELETE) || tfs__plog_start_moved(p->pl);
 		pthread_mutex_lock(&c->lock);
-		if (!p->removed && !p->busy && !atomic_load(&c->stop) &&
-		    (cfg.cleanup_policy & TFS_POLICY_DELETE)) {
+		if (!p->removed && !p->busy && !atomic_load(&c->stop) && wanted) {
 			p->busy = true;
 			mine = true;
 		}

@@ -46,17 +46,23 @@ static bool take_line(const char **p, const char *end, char *buf, size_t cap, bo
 	return true;
 }
 
-static void apply(struct tfs_engine *e, const char *topic, int64_t part, int64_t offset)
+/* Moves one partition's start. *stale: the file says something the log no
+ * longer bears out (a partition gone, a start past the end), so it is to be
+ * rewritten. */
+static int apply(struct tfs_engine *e, const char *topic, int64_t part, int64_t offset,
+                 bool *stale)
 {
 	struct tfs_topic *t = tfs_engine_topic_get(e, topic);
 	struct tfs_plog *pl = t && part < tfs_topic_partition_count(t) ?
 	                      tfs_topic_partition(t, (int32_t)part) : NULL;
 	struct tfs_plog_stats st;
 	tfs_offset_t start;
+	int rc = 0;
 
 	if (!pl) {
-		tfs_log_info("engine", "%s: no partition %s-%" PRId64 " any more; its entry goes at "
-		             "the next write", TFS_LOG_START_FILE, topic, part);
+		tfs_log_info("engine", "%s: no partition %s-%" PRId64 " any more; its entry goes",
+		             TFS_LOG_START_FILE, topic, part);
+		*stale = true;
 	} else {
 		tfs_plog_stats(pl, &st);
 		if (offset > st.log_end_offset) {
@@ -64,21 +70,24 @@ static void apply(struct tfs_engine *e, const char *topic, int64_t part, int64_t
 			             "end %" PRId64 ": starting at the end", TFS_LOG_START_FILE, topic,
 			             part, offset, st.log_end_offset);
 			offset = st.log_end_offset;
+			*stale = true;
 		}
-		if (tfs_plog_delete_below(pl, offset, NULL, NULL, &start) < 0)
-			tfs_log_warn("engine", "%s: cannot move the start of %s-%" PRId64 " in memory",
-			             TFS_LOG_START_FILE, topic, part);
+		rc = tfs_plog_delete_below(pl, offset, NULL, NULL, &start);
+		if (rc < 0)
+			tfs_log_error("engine", "%s: cannot move the start of %s-%" PRId64 ": %s",
+			              TFS_LOG_START_FILE, topic, part, tfs_strerror(rc));
 	}
 	tfs_topic_unref(t);
+	return rc;
 }
 
-int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd)
+int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd, bool read_only)
 {
 	char *text = NULL, line[LINE_MAX_BYTES];
 	const char *p, *end;
 	int64_t v, count;
 	size_t len = 0;
-	bool too_long;
+	bool too_long, stale = false;
 	int rc, lineno = 1;
 
 	rc = tfs_file_read_all(io, dirfd, TFS_LOG_START_FILE, FILE_MAX_BYTES, &text, &len);
@@ -125,13 +134,18 @@ int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd)
 				rc = corrupt(ln, "expected \"<topic> <partition> <offset>\"");
 				break;
 			}
-			if (pass == 1)
-				apply(e, topic, pv, ov);
+			if (pass == 1 && (rc = apply(e, topic, pv, ov, &stale)) < 0)
+				break;
 		}
 		for (; rc == 0 && pass == 0 && q < end; q++)
 			if (*q != '\n' && *q != ' ' && *q != '\t' && *q != '\r')
 				rc = corrupt(ln + 1, "more entries than counted");
 	}
+	/* An entry the log no longer bears out would apply to a later topic of that
+	 * name, or hide records appended past a clamped end: the file follows the
+	 * partitions as they are before anything is served. */
+	if (rc == 0 && stale && !read_only)
+		rc = tfs__log_start_write(e, io, dirfd, NULL, 0, 0);
 out:
 	free(text);
 	return rc;

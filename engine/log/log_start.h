@@ -24,6 +24,7 @@
 #ifndef TFS_LOG_START_H
 #define TFS_LOG_START_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/types.h"
@@ -35,8 +36,9 @@ struct tfs_io;
 
 /* At open: moves each partition the file names to its log start offset (one
  * past the log end is clamped to the end, logged; unknown topics and
- * partitions are skipped). A missing file is no error. */
-int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd);
+ * partitions are skipped), then, on a writable mount, rewrites the file if it
+ * named either. A missing file is no error. */
+int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd, bool read_only);
 
 /* Rewrites the file from every partition whose log start offset is above 0,
  * topic's partition taken at offset (topic NULL: none overridden). */

@@ -1139,6 +1139,20 @@ static ssize_t kops_list(struct kops_buf *b, struct tfs__waiter *head, size_t n)
 	return (ssize_t)nops;
 }
 
+/* A COMMIT's key changes, but those below the log start: a DeleteRecords past
+ * the transaction's first records (Kafka allows it up to the log end) removed
+ * them for good, and a COMMIT must not bring them back. The changes are in
+ * offset order, so what stays is a suffix. Under pl->lock (write). */
+static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n)
+{
+	tfs_offset_t start = tfs__plog_start(pl);
+	size_t skip = 0;
+
+	while (skip < n && ops[skip].info.offset < start)
+		skip++;
+	return tfs_keydir_apply(pl->kd, ops + skip, n - skip);
+}
+
 /* The second phase of a group commit: the key directory learns what the group
  * (n waiters from head, written and published by commit_group; nothing if it
  * failed, written < 0) wrote, after every group before it (ticket order), so
@@ -1169,7 +1183,7 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 	/* markers last: a COMMIT's keys become visible with it */
 	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL) {
 		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
-		    tfs_keydir_apply(pl->kd, w->pre->txn_ops, w->pre->txn_nops) < 0)
+		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops) < 0)
 			failed = true;
 	}
 	pthread_rwlock_unlock(&pl->lock);

@@ -45,6 +45,16 @@ void tfs__plog_bounds(struct tfs_plog *pl, tfs_offset_t *start, tfs_offset_t *en
 	pthread_rwlock_unlock(&pl->lock);
 }
 
+bool tfs__plog_start_moved(struct tfs_plog *pl)
+{
+	bool moved;
+
+	pthread_rwlock_rdlock(&pl->lock);
+	moved = pl->deleted_below > pl->segs->seg[0]->base_offset;
+	pthread_rwlock_unlock(&pl->lock);
+	return moved;
+}
+
 void tfs__plog_config(struct tfs_plog *pl, struct tfs_topic_config *out)
 {
 	pthread_rwlock_rdlock(&pl->lock);

@@ -73,6 +73,9 @@ int tfs__plog_with_segments(struct tfs_plog *pl, int (*fn)(const struct tfs_segl
  * inside a segment) and the log end offset, read together under the partition's
  * read lock. Not from fn of tfs__plog_with_segments. */
 void tfs__plog_bounds(struct tfs_plog *pl, tfs_offset_t *start, tfs_offset_t *end);
+/* Whether the log start is past the first segment's base (DeleteRecords moved
+ * it): retention then has segments to look at whatever the policy. */
+bool tfs__plog_start_moved(struct tfs_plog *pl);
 /* Releases a reference; the last one drops the list's references to its segments.
  * Takes NULL. */
 void tfs__seglist_put(struct tfs_seglist *l);

@@ -578,7 +578,9 @@ int tfs_plog_window_read(struct tfs_plog *pl, tfs_offset_t offset, struct tfs_pl
 	pthread_rwlock_rdlock(&pl->lock);   /* the list and the active segment's index */
 	l = pl->segs;
 	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
-	idx = tfs__seglist_find(l, offset);
+	/* below the log start the records are gone (DeleteRecords), whatever a key
+	 * looked up a moment ago said */
+	idx = offset < tfs__plog_start(pl) ? -1 : tfs__seglist_find(l, offset);
 	pos = idx < 0 ? 0 : tfs_segment_lookup(l->seg[idx], offset);
 	pthread_rwlock_unlock(&pl->lock);
 	if (idx < 0) {

@@ -152,6 +152,64 @@ static void the_start_moves_inside_a_segment_and_survives_a_reopen(void **state)
 	assert_int_equal(tfs_plog_live_keys(part(f)), 1);
 }
 
+/* A transaction open across a DeleteRecords past its first record: the COMMIT
+ * after it brings back no key below the start, and a read below the start is
+ * ENOENT even for an offset a key named a moment before. */
+static void a_commit_after_the_start_moved_brings_nothing_back(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_append_rec r = { .key = tfs_slice_make("k", 1), .value = tfs_slice_make("v", 1) };
+	struct tfs_plog_window *w = NULL;
+	struct tfs_plog_txn *t = NULL;
+	tfs_offset_t low;
+
+	put(part(f), "a", "1");                  /* 0 */
+	assert_int_equal(tfs_plog_txn_begin(part(f), 7, 0, &t), 0);
+	assert_int_equal(tfs_plog_txn_append(t, &r, 1), 0);   /* 1, unseen until the COMMIT */
+	put(part(f), "b", "1");                  /* 2 */
+	assert_int_equal(tfs_engine_delete_records(f->e, f->t, 0, 2, NULL, NULL, &low), 0);
+	assert_int_equal(tfs_plog_txn_end(t, true, false), 0);   /* COMMIT at 3 */
+	assert_false(has_key(part(f), "k"));
+	assert_false(has_key(part(f), "a"));
+	assert_true(has_key(part(f), "b"));
+	assert_int_equal(tfs_plog_window_read(part(f), 1, &w), -ENOENT);
+	assert_null(w);
+	reopen(f);
+	assert_false(has_key(part(f), "k"));
+}
+
+/* An entry for a topic that is no more (its deletion's rewrite cut short) is
+ * dropped at the next open, and a new topic of that name starts at 0. */
+static void a_stale_entry_never_reaches_a_new_topic_of_its_name(void **state)
+{
+	struct fx *f = *state;
+	char path[4096];
+	struct tfs_topic *u;
+	struct tfs_plog_stats st;
+	FILE *fp;
+
+	tfs_topic_unref(f->t);
+	tfs_engine_close(f->e);
+	snprintf(path, sizeof(path), "%s/log-start-offset-checkpoint", f->dir);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs("0\n1\nu 0 5\n", fp);
+	fclose(fp);
+	assert_int_equal(tfs_engine_open(&f->cfg, &f->e), 0);
+	f->t = tfs_engine_topic_get(f->e, "t");
+	assert_int_equal(tfs_engine_topic_create(f->e, "u", 1, 0, 0, 0755), 0);
+	u = tfs_engine_topic_get(f->e, "u");
+	for (int i = 0; i < 8; i++)
+		put(tfs_topic_partition(u, 0), "k", "v");
+	tfs_topic_unref(u);
+	reopen(f);
+	u = tfs_engine_topic_get(f->e, "u");
+	tfs_plog_stats(tfs_topic_partition(u, 0), &st);
+	assert_int_equal(st.log_start_offset, 0);
+	assert_int_equal(st.log_end_offset, 8);
+	tfs_topic_unref(u);
+}
+
 static void *appender(void *arg)
 {
 	struct tfs_plog *pl = arg;
@@ -193,6 +251,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(the_start_moves_inside_a_segment_and_survives_a_reopen,
 		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(a_commit_after_the_start_moved_brings_nothing_back, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(a_stale_entry_never_reaches_a_new_topic_of_its_name, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(an_appender_meanwhile_keeps_what_is_above, setup,
 		                                teardown),
 	};

@@ -57,6 +57,10 @@ static void test_settings(void **state)
 	assert_int_equal(c.queued_max_bytes, 1048576);
 	assert_int_equal(tfs_kafka_config_set(&c, "num.partitions", "0", &why), -EINVAL);
 	assert_int_equal(tfs_kafka_config_set(&c, "num.network.threads", "65", &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "connection.failed.authentication.delay.ms", "10001",
+	                                      &why), -EINVAL);
+	assert_int_equal(tfs_kafka_config_set(&c, "connection.failed.authentication.delay.ms", "10000",
+	                                      &why), 0);
 	assert_int_equal(tfs_kafka_config_set(&c, "auto.create.topics.enable", "false", &why), 0);
 	assert_false(c.auto_create_topics);
 	assert_int_equal(tfs_kafka_config_set(&c, "kafka_allow_remote", "yes", &why), -EINVAL);
