@@ -410,27 +410,30 @@ static int encode_indexes(const struct tfs_segment *s, uint8_t **ibuf, size_t *i
 	return 0;
 }
 
+/* fsyncs the .log (data and size) through the descriptor cache. */
+static int fsync_log(struct tfs_segment *s)
+{
+	int fd = tfs_fdcache_get(s->fdcache, &s->log), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = tfs_io_fsync(s->io, fd, true);
+	tfs_fdcache_put(s->fdcache, &s->log);
+	return rc;
+}
+
 int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync)
 {
 	uint8_t *ibuf = NULL, *tbuf = NULL;
 	size_t ilen, tlen;
 	char name[64];
-	int rc, fd;
+	int rc;
 
 	rc = encode_indexes(s, &ibuf, &ilen, &tbuf, &tlen, s->sealed);
 	if (rc < 0)
 		return rc;
-	if (sync) {
-		fd = tfs_fdcache_get(s->fdcache, &s->log);
-		if (fd < 0) {
-			rc = fd;
-			goto out;
-		}
-		rc = tfs_io_fsync(s->io, fd, true);
-		tfs_fdcache_put(s->fdcache, &s->log);
-		if (rc < 0)
-			goto out;
-	}
+	if (sync && (rc = fsync_log(s)) < 0)
+		goto out;
 	/* Index files are derived data: tfs_file_replace makes each one whole. */
 	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_INDEX, s->base_offset);
 	rc = tfs_file_replace(s->io, dirfd, name, ibuf, ilen);
@@ -750,19 +753,12 @@ int tfs_segment_write_indexes_to(struct tfs_segment *s, int dirfd, const char *s
 	uint8_t *ibuf = NULL, *tbuf = NULL;
 	size_t ilen, tlen;
 	char name[96];
-	int rc, fd;
+	int rc;
 
 	rc = encode_indexes(s, &ibuf, &ilen, &tbuf, &tlen, s->sealed);
 	if (rc < 0)
 		return rc;
-	fd = tfs_fdcache_get(s->fdcache, &s->log);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
-	rc = tfs_io_fsync(s->io, fd, true);
-	tfs_fdcache_put(s->fdcache, &s->log);
-	if (rc < 0)
+	if ((rc = fsync_log(s)) < 0)
 		goto out;
 	snprintf(name, sizeof(name), "%020" PRId64 ".index%s", s->base_offset, suffix);
 	rc = write_whole(s->io, dirfd, name, ibuf, ilen);
