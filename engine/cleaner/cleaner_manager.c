@@ -209,6 +209,19 @@ static struct part *find_part(struct tfs_cleaner *c, struct tfs_plog *pl)
 	}
 }
 
+/* Takes c->lock and returns pl's part, or releases the lock again and returns
+ * NULL when pl is not registered. */
+static struct part *lock_part(struct tfs_cleaner *c, struct tfs_plog *pl)
+{
+	struct part *p;
+
+	pthread_mutex_lock(&c->lock);
+	p = find_part(c, pl);
+	if (!p)
+		pthread_mutex_unlock(&c->lock);
+	return p;
+}
+
 static void index_put(struct tfs_cleaner *c, struct part *p)
 {
 	size_t i = pl_slot(c, p->pl);
@@ -543,12 +556,8 @@ void tfs_cleaner_unregister(struct tfs_cleaner *c, struct tfs_plog *pl)
 
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->lock);
-	p = find_part(c, pl);
-	if (!p) {
-		pthread_mutex_unlock(&c->lock);
+	if (!(p = lock_part(c, pl)))
 		return;
-	}
 	index_remove(c, p);
 	for (size_t i = 0; i < c->nparts; i++) {
 		if (c->parts[i] == p) {
@@ -939,12 +948,8 @@ static int submit(struct tfs_cleaner *c, struct tfs_plog *pl, enum req_kind kind
 		*deleted = 0;
 	if (!c)
 		return TFS_EREADONLY;
-	pthread_mutex_lock(&c->lock);
-	p = find_part(c, pl);
-	if (!p) {
-		pthread_mutex_unlock(&c->lock);
+	if (!(p = lock_part(c, pl)))
 		return -ENOENT;
-	}
 	if (kind == REQ_CLEAN && p->uncleanable) {
 		free(p->uncleanable);
 		p->uncleanable = NULL;
@@ -1105,12 +1110,8 @@ int tfs_cleaner_partition_info(struct tfs_cleaner *c, struct tfs_plog *pl,
 	memset(out, 0, sizeof(*out));
 	if (!c)
 		return TFS_EREADONLY;
-	pthread_mutex_lock(&c->lock);
-	p = find_part(c, pl);
-	if (!p) {
-		pthread_mutex_unlock(&c->lock);
+	if (!(p = lock_part(c, pl)))
 		return -ENOENT;
-	}
 	checkpoint = p->checkpoint;
 	out->in_progress = p->busy;
 	out->uncleanable = p->uncleanable != NULL;
@@ -1385,12 +1386,8 @@ int tfs_cleaner_dry_run(struct tfs_cleaner *c, struct tfs_plog *pl, tfs_cleaner_
 	memset(out, 0, sizeof(*out));
 	if (!c)
 		return TFS_EREADONLY;
-	pthread_mutex_lock(&c->lock);
-	p = find_part(c, pl);
-	if (!p) {
-		pthread_mutex_unlock(&c->lock);
+	if (!(p = lock_part(c, pl)))
 		return -ENOENT;
-	}
 	p->pins++;              /* unregister waits for us: pl stays open */
 	checkpoint = p->checkpoint;
 	pthread_mutex_unlock(&c->lock);
