@@ -8,42 +8,18 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/ondisk.h"
 #include "engine/log/partition_log.h"
 #include "io/file_util.h"
 #include "io/log.h"
-#include "io/parse.h"
 
-#define FILE_VERSION 0
 #define FILE_MAX_BYTES (64u << 20)    /* refuse a larger file as corrupt */
-#define LINE_MAX_BYTES 512            /* a topic name (249) and two numbers fit */
 
 static int corrupt(int line, const char *why)
 {
 	tfs_log_error("engine", "malformed %s at line %d: %s; move it away to mount (the records "
 	              "DeleteRecords removed would come back)", TFS_LOG_START_FILE, line, why);
 	return TFS_ECORRUPT;
-}
-
-/* The line at *p into buf (without its '\n'); advances *p. false at the end or
- * for a line too long. */
-static bool take_line(const char **p, const char *end, char *buf, size_t cap, bool *too_long)
-{
-	const char *nl;
-	size_t n;
-
-	*too_long = false;
-	if (*p >= end)
-		return false;
-	nl = memchr(*p, '\n', (size_t)(end - *p));
-	n = (size_t)((nl ? nl : end) - *p);
-	if (n >= cap) {
-		*too_long = true;
-		return false;
-	}
-	memcpy(buf, *p, n);
-	buf[n] = '\0';
-	*p = nl ? nl + 1 : end;
-	return true;
 }
 
 /* Moves one partition's start. *stale: the file says something the log no
@@ -83,12 +59,13 @@ static int apply(struct tfs_engine *e, const char *topic, int64_t part, int64_t 
 
 int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd, bool read_only)
 {
-	char *text = NULL, line[LINE_MAX_BYTES];
-	const char *p, *end;
-	int64_t v, count;
-	size_t len = 0;
-	bool too_long, stale = false;
-	int rc, lineno = 1;
+	struct tfs_checkpoint_entry *v = NULL;
+	const char *why = NULL;
+	tfs_pos_t at = 0;
+	char *text = NULL;
+	size_t len = 0, n = 0;
+	bool stale = false;
+	int rc;
 
 	rc = tfs_file_read_all(io, dirfd, TFS_LOG_START_FILE, FILE_MAX_BYTES, &text, &len);
 	if (rc == -ENOENT)
@@ -99,54 +76,23 @@ int tfs__log_start_load(struct tfs_engine *e, struct tfs_io *io, int dirfd, bool
 		tfs_log_error("engine", "cannot read %s: %s", TFS_LOG_START_FILE, tfs_strerror(rc));
 		return rc;
 	}
-	p = text;
-	end = text + len;
-	if (!take_line(&p, end, line, sizeof(line), &too_long) ||
-	    !tfs_parse_i64(line, FILE_VERSION, FILE_VERSION, &v)) {
-		rc = corrupt(lineno, "the version is not 0");
-		goto out;
+	/* Kafka's checkpoint text, the cleaner's format: one parser (engine/ondisk.h),
+	 * the whole file checked before any entry is applied */
+	rc = tfs_checkpoint_parse(text, len, &v, &n, &at, &why);
+	if (rc == TFS_ECORRUPT) {
+		int line = 1;
+		for (tfs_pos_t i = 0; i < at; i++)
+			line += text[i] == '\n';
+		rc = corrupt(line, why);
 	}
-	lineno++;
-	if (!take_line(&p, end, line, sizeof(line), &too_long) ||
-	    !tfs_parse_i64(line, 0, INT32_MAX, &count)) {
-		rc = corrupt(lineno, "not an entry count");
-		goto out;
-	}
-	/* the whole file is checked before any entry is applied */
-	for (int pass = 0; pass < 2 && rc == 0; pass++) {
-		const char *q = p;
-		int ln = lineno;
-		for (int64_t i = 0; i < count; i++) {
-			char *topic, *part, *off, *save = NULL;
-			int64_t pv, ov;
-
-			ln++;
-			if (!take_line(&q, end, line, sizeof(line), &too_long)) {
-				rc = corrupt(ln, too_long ? "a line too long" : "fewer entries than counted");
-				break;
-			}
-			topic = strtok_r(line, " \t\r", &save);
-			part = strtok_r(NULL, " \t\r", &save);
-			off = strtok_r(NULL, " \t\r", &save);
-			if (!topic || !part || !off || strtok_r(NULL, " \t\r", &save) ||
-			    !tfs_topic_name_valid(topic) || !tfs_parse_i64(part, 0, INT32_MAX, &pv) ||
-			    !tfs_parse_i64(off, 0, INT64_MAX, &ov)) {
-				rc = corrupt(ln, "expected \"<topic> <partition> <offset>\"");
-				break;
-			}
-			if (pass == 1 && (rc = apply(e, topic, pv, ov, &stale)) < 0)
-				break;
-		}
-		for (; rc == 0 && pass == 0 && q < end; q++)
-			if (*q != '\n' && *q != ' ' && *q != '\t' && *q != '\r')
-				rc = corrupt(ln + 1, "more entries than counted");
-	}
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = apply(e, v[i].topic, v[i].partition, v[i].offset, &stale);
 	/* An entry the log no longer bears out would apply to a later topic of that
 	 * name, or hide records appended past a clamped end: the file follows the
 	 * partitions as they are before anything is served. */
 	if (rc == 0 && stale && !read_only)
 		rc = tfs__log_start_write(e, io, dirfd, NULL, 0, 0);
-out:
+	free(v);
 	free(text);
 	return rc;
 }
@@ -194,7 +140,7 @@ int tfs__log_start_write(struct tfs_engine *e, struct tfs_io *io, int dirfd, con
 		rc = -ENOMEM;
 		goto out;
 	}
-	fprintf(f, "%d\n%zu\n%s", FILE_VERSION, entries, body);
+	fprintf(f, "%d\n%zu\n%s", TFS_CHECKPOINT_VERSION, entries, body);
 	if (fclose(f) != 0 || !buf) {
 		rc = -ENOMEM;
 		goto out;

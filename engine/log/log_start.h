@@ -11,10 +11,10 @@
  *    3..  <topic> <partition> <log start offset>     one per partition, blanks
  *                                                    between the fields
  *
- * A file is valid if and only if the version is 0, N >= 0, exactly N entry lines
- * follow, each a valid topic name, a partition >= 0 and an offset >= 0, and only
- * blank space after them; anything else is TFS_ECORRUPT (logged, and the mount
- * fails rather than serve records DeleteRecords removed). Written whole on every
+ * The text is the cleaner checkpoint's and is read by the same parser, with the
+ * same rule of validity (engine/ondisk.h, tfs_checkpoint_parse); anything else is
+ * TFS_ECORRUPT (logged, and the mount fails rather than serve records
+ * DeleteRecords removed). Written whole on every
  * change with tfs_file_replace (temporary file, fsync, rename, directory fsync),
  * so a crash leaves the old file or the new one.
  *
