@@ -494,7 +494,7 @@ int main(int argc, char **argv)
 	char root[PATH_CAP], part[PATH_CAP + sizeof(PART_NAME) + 16];
 	size_t producers = 0;
 	uint64_t payload = 0, encoded = 0;
-	double t0, secs;
+	double t0, t_joined, secs;
 	int rc, status = 1;
 	bool have_root = false, barrier = false;
 	unsigned started = 0;
@@ -575,6 +575,7 @@ int main(int argc, char **argv)
 	t0 = bench_now_s();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(w[i].thread, NULL);
+	t_joined = bench_now_s();
 	rc = 0;
 	for (unsigned p = 0; p < o.partitions && rc == 0; p++)
 		rc = tfs_plog_sync(pls[p]);
@@ -604,6 +605,7 @@ int main(int argc, char **argv)
 	if (o.encode_only)
 		st.size_bytes = (int64_t)encoded;    /* the log these batches would make */
 	printf("seconds %.3f s\n", secs);
+	printf("final_sync_seconds %.3f s\n", secs - (t_joined - t0));
 	printf("records %" PRIu64 " records\n", o.records);
 	printf("records_per_s %.0f records/s\n", (double)o.records / secs);
 	printf("mb_per_s %.1f MB/s\n", (double)st.size_bytes / BYTES_PER_MB / secs);
