@@ -355,6 +355,8 @@ struct scan_ctx {
 	struct pending_keys keys;
 	struct scan_txn *txn;           /* producers seen with transactional batches */
 	size_t ntxn, captxn;
+	size_t nopen;                   /* of which with an open transaction */
+	struct tfs_tombs *tombs;        /* removals while one is (txn_tombs.h) */
 };
 
 static int pending_push(struct pending_keys *pk, struct tfs_slice key, bool remove,
@@ -396,12 +398,23 @@ static void scan_txns_release(struct scan_ctx *sc)
 		free(sc->txn[i].arena);
 	}
 	free(sc->txn);
+	tfs_tombs_clear(&sc->tombs);
 }
 
 /* Feeds one key change to the key directory: here, or on the feed's thread for
- * a large partition (started at its first large segment: the order holds). */
-static int feed_key(struct tfs_plog *pl, const struct pending_key *k)
+ * a large partition (started at its first large segment: the order holds).
+ * While a transaction is open, a removal is noted, and a COMMIT's put of a key
+ * removed after it is dropped (txn_tombs.h), as the appends do. */
+static int feed_key(struct tfs_plog *pl, struct scan_ctx *sc, const struct pending_key *k,
+                    bool committed)
 {
+	if (sc->nopen > 0 || sc->tombs) {
+		uint64_t h = tfs_keydir_hash(k->key);
+		if (committed && !k->remove && tfs_tombs_after(sc->tombs, k->key, h, k->info.offset))
+			return 0;
+		if (k->remove && sc->nopen > 0 && tfs_tombs_note(&sc->tombs, k->key, h, k->info.offset) < 0)
+			return -ENOMEM;
+	}
 	if (!pl->kdfeed) {
 		if (k->remove)
 			tfs_keydir_remove(pl->kd, k->key, k->info.offset);
@@ -451,7 +464,7 @@ static int txn_end(struct tfs_plog *pl, struct scan_ctx *sc, struct scan_txn *t,
 		for (size_t i = 0; rc == 0 && i < t->keys.n; i++) {
 			struct pending_key k = t->keys.v[i];
 			k.key.p = t->arena + (uintptr_t)k.key.p;
-			rc = feed_key(pl, &k);
+			rc = feed_key(pl, sc, &k, true);
 		}
 	} else if (type == TFS_CONTROL_ABORT) {
 		/* no data seen (the cleaner took it): the file's first offset, if it
@@ -465,6 +478,8 @@ static int txn_end(struct tfs_plog *pl, struct scan_ctx *sc, struct scan_txn *t,
 		rc = tfs_segment_add_aborted(seg, &a);
 	}
 	if (type == TFS_CONTROL_COMMIT || type == TFS_CONTROL_ABORT) {
+		if (t->first >= 0 && --sc->nopen == 0)
+			tfs_tombs_clear(&sc->tombs);
 		t->first = -1;
 		t->keys.n = 0;
 		t->alen = 0;
@@ -508,12 +523,14 @@ static int index_keys(struct tfs_plog *pl, struct scan_ctx *sc, struct tfs_segme
 			return -ENOMEM;
 		if (it->h.attributes & TFS_ATTR_CONTROL)
 			return txn_end(pl, sc, t, ctype, seg, it->h.base_offset);
-		if (t->first < 0)
+		if (t->first < 0) {
 			t->first = it->h.base_offset;
+			sc->nopen++;
+		}
 		return txn_hold(t, pk);
 	}
 	for (size_t i = 0; i < pk->n; i++)
-		if ((rc = feed_key(pl, &pk->v[i])) < 0)
+		if ((rc = feed_key(pl, sc, &pk->v[i], false)) < 0)
 			return rc;
 	return 0;
 }

@@ -267,6 +267,7 @@ void tfs_plog_close(struct tfs_plog *pl)
 	}
 	tfs__seglist_put(pl->segs);
 	tfs_keydir_destroy(pl->kd);
+	tfs_tombs_clear(&pl->tombs);
 	tfs_pstate_destroy(pl->pstate);
 	tfs_batch_builder_release(&pl->builder);
 	for (int i = 0; i < pl->nidle_enc; i++)   /* all idle: no append is in flight */
@@ -633,13 +634,24 @@ static int redo_producers(struct tfs_plog *pl, struct producer_change *c, size_t
 	return 0;
 }
 
+/* Whether a transaction was open while a group was written (at its start or at
+ * its end), and whether one still is after it: keydir_phase notes the group's
+ * removals for a COMMIT to come while one is, and forgets them once none is
+ * (txn_tombs.h). Both are read from the producer state by the leader, in offset
+ * order, so they hold for the group whatever keydir_phase meets later. */
+struct txn_marks {
+	bool during, after;
+};
+
 /* Encodes, writes and publishes the group's n waiters from head: the batches,
  * their index entries, the committed size and the end offset, but not the key
  * directory (keydir_phase, after the queue is handed on). Leader only; called
  * without q_lock, so it walks exactly n links: the last member's next may be set
- * by a new arrival at any moment. Returns 0 or the error every waiter of the
- * group gets. */
-static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
+ * by a new arrival at any moment. *marks says whether a transaction was open
+ * while the group was written, for keydir_phase. Returns 0 or the error every
+ * waiter of the group gets. */
+static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
+                        struct txn_marks *marks)
 {
 	struct tfs__waiter *w;
 	size_t incoming = 0, batch_bytes = 0;
@@ -662,6 +674,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 	size_t nchg = 0;
 	bool txnindex_changed = false;
 
+	marks->during = marks->after = tfs_pstate_first_unstable(pl->pstate) >= 0;
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		int64_t ts = w->pre && w->pre->producer &&
 		             pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME ? w->pre->timestamp : now;
@@ -846,6 +859,8 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n)
 			close(dirfd);
 		}
 	}
+	marks->after = tfs_pstate_first_unstable(pl->pstate) >= 0;
+	marks->during |= marks->after;
 	if (pl->append_hook)
 		pl->append_hook(pl->append_hook_arg, pl);       /* long polls wake */
 	if (!durable) {
@@ -1035,14 +1050,38 @@ static ssize_t kops_list(struct kops_buf *b, struct tfs__waiter *head, size_t n)
  * the transaction's first records (Kafka allows it up to the log end) removed
  * them for good, and a COMMIT must not bring them back. The changes are in
  * offset order, so what stays is a suffix. Under pl->lock (write). */
-static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n)
+static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n,
+                           bool note)
 {
 	tfs_offset_t start = tfs__plog_start(pl);
 	size_t skip = 0;
+	int rc = 0;
 
 	while (skip < n && ops[skip].info.offset < start)
 		skip++;
-	return tfs_keydir_apply(pl->kd, ops + skip, n - skip);
+	if (!pl->tombs && !note)
+		return tfs_keydir_apply(pl->kd, ops + skip, n - skip);
+	/* a put of a key removed after it stays out (txn_tombs.h); the
+	 * transaction's own removals are noted for the others still open */
+	for (size_t i = skip; i < n && rc == 0; i++) {
+		const struct tfs_keydir_op *op = &ops[i];
+		if (!op->remove && tfs_tombs_after(pl->tombs, op->key, op->hash, op->info.offset))
+			continue;
+		rc = tfs_keydir_apply(pl->kd, op, 1);
+		if (rc == 0 && op->remove && note)
+			rc = tfs_tombs_note(&pl->tombs, op->key, op->hash, op->info.offset);
+	}
+	return rc;
+}
+
+/* Notes the group's removals (ops[0, n)) while a transaction is open. */
+static int note_removals(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ops[i].remove && tfs_tombs_note(&pl->tombs, ops[i].key, ops[i].hash,
+		                                    ops[i].info.offset) < 0)
+			return -ENOMEM;
+	return 0;
 }
 
 /* The second phase of a group commit: the key directory learns what the group
@@ -1055,7 +1094,8 @@ static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops,
  * the turn. ticket NULL: no turn to wait for, the caller being an exclusive
  * request's (after keydir_drain) that wrote a group of its own. */
 static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
-                         int written, const uint64_t *ticket, struct kops_buf *b)
+                         int written, const uint64_t *ticket, struct kops_buf *b,
+                         const struct txn_marks *marks)
 {
 	struct tfs__waiter *w;
 	ssize_t nops = written < 0 ? 0 : kops_list(b, head, n);
@@ -1072,12 +1112,16 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 	pthread_rwlock_wrlock(&pl->lock);
 	if (nops > 0 && tfs_keydir_apply(pl->kd, b->ops, (size_t)nops) < 0)
 		failed = true;
+	if (nops > 0 && marks->during && note_removals(pl, b->ops, (size_t)nops) < 0)
+		failed = true;
 	/* markers last: a COMMIT's keys become visible with it */
 	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL) {
 		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
-		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops) < 0)
+		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, marks->after) < 0)
 			failed = true;
 	}
+	if (written >= 0 && !marks->after)
+		tfs_tombs_clear(&pl->tombs);
 	pthread_rwlock_unlock(&pl->lock);
 	if (failed)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
@@ -1106,6 +1150,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	size_t budget = 0, n = 0, npre = 0;
 	uint64_t ticket = 0;
 	struct kops_buf kops = { NULL, 0 };
+	struct txn_marks marks = { false, false };
 	int rc;
 
 	self.bytes = bytes;
@@ -1172,7 +1217,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		pthread_mutex_lock(&pl->q_lock);
 	} else {
 		pthread_mutex_unlock(&pl->q_lock);
-		rc = commit_group(pl, &self, n);
+		rc = commit_group(pl, &self, n, &marks);
 		pthread_mutex_lock(&pl->q_lock);
 		ticket = pl->kd_issued++;
 		kops = kops_take(pl);
@@ -1188,7 +1233,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		pthread_cond_signal(&stop->cond);
 	if (!self.exclusive) {
 		pthread_mutex_unlock(&pl->q_lock);
-		keydir_phase(pl, &self, n, rc, &ticket, &kops);
+		keydir_phase(pl, &self, n, rc, &ticket, &kops, &marks);
 		pthread_mutex_lock(&pl->q_lock);
 		pl->kd_done = ticket + 1;
 		pthread_cond_broadcast(&pl->kd_cond);
@@ -1270,6 +1315,7 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 	struct onto *a = arg;
 	struct tfs_record_copy cur = { 0 };
 	struct tfs__waiter w = { 0 };
+	struct txn_marks marks = { false, false };
 	struct tfs_append_rec rec = { .key = a->key };
 	uint8_t *joined = NULL;
 	size_t base = 0;
@@ -1297,10 +1343,10 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 	if (w.bytes + TFS_BATCH_HEADER_BYTES > (size_t)pl->cfg.max_message_bytes)
 		rc = -EFBIG;
 	else
-		rc = commit_group(pl, &w, 1);
+		rc = commit_group(pl, &w, 1, &marks);
 	if (rc == 0) {
 		struct kops_buf b = { NULL, 0 };
-		keydir_phase(pl, &w, 1, rc, NULL, &b);
+		keydir_phase(pl, &w, 1, rc, NULL, &b, &marks);
 		free(b.ops);
 	}
 	a->first = w.first;

@@ -12,6 +12,7 @@
 
 #include "engine/format/batch_codec.h"
 #include "engine/log/keydir.h"
+#include "engine/log/txn_tombs.h"
 #include "engine/log/partition_log.h"
 #include "engine/log/plog_cleaning.h"
 #include "engine/producer/producer_state.h"
@@ -40,6 +41,8 @@ struct tfs_plog {
 
 	pthread_rwlock_t lock;              /* kd, segs, end_offset, active indexes */
 	struct tfs_keydir *kd;
+	struct tfs_tombs *tombs;            /* removals while a transaction is open
+	                                     * (txn_tombs.h); the keydir phase's */
 	struct tfs_seglist *segs;
 	struct tfs_pstate *pstate;          /* its own lock; changed by the leader */
 	tfs_offset_t end_offset;            /* next offset to assign */

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -289,6 +291,136 @@ static void an_open_transaction_is_aborted_at_open(void **state)
 	tfs_plog_txn_discard(t);
 }
 
+/* A key a transaction wrote and the log then deleted outside it stays deleted
+ * when the transaction commits: the tombstone is the newer record (the cleaner
+ * and every consumer in offset order agree), so the COMMIT must not bring the
+ * key back - at once or at the next open. The same for a second transaction's
+ * tombstone committed first, and a plain write after the tombstone wins. */
+static void a_commit_does_not_bring_back_a_key_deleted_after_its_records(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_txn *t, *u;
+	struct tfs_append_rec tomb = { .key = tfs_slice_make("k", 1), .value_null = true };
+	struct tfs_append_rec tomb_m = { .key = tfs_slice_make("m", 1), .value_null = true };
+	struct tfs_append_rec again = rec("n", "plain");
+	struct tfs_append_rec tomb_n = { .key = tfs_slice_make("n", 1), .value_null = true };
+	char *v;
+
+	open_pl(f);
+	t = begin(f, 5);
+	u = begin(f, 6);
+	txn_put(t, "k", "txn");                             /* 0 */
+	txn_put(t, "m", "txn");                             /* 1 */
+	txn_put(t, "n", "txn");                             /* 2 */
+	txn_put(t, "keep", "txn");                          /* 3 */
+	assert_int_equal(tfs_plog_append(f->pl, &tomb, 1, false, NULL, NULL), 0);   /* 4 */
+	assert_int_equal(tfs_plog_txn_append(u, &tomb_m, 1), 0);                    /* 5 */
+	assert_int_equal(tfs_plog_txn_end(u, true, true), 0);                       /* 6 */
+	assert_int_equal(tfs_plog_append(f->pl, &tomb_n, 1, false, NULL, NULL), 0); /* 7 */
+	assert_int_equal(tfs_plog_append(f->pl, &again, 1, false, NULL, NULL), 0);  /* 8 */
+	assert_int_equal(tfs_plog_txn_end(t, true, true), 0);                       /* 9 */
+	for (int round = 0; round < 2; round++) {
+		assert_false(live(f->pl, "k"));
+		assert_false(live(f->pl, "m"));
+		v = value_of(f->pl, "n");
+		assert_non_null(v);
+		assert_string_equal(v, "plain");
+		free(v);
+		assert_true(live(f->pl, "keep"));
+		assert_int_equal(tfs_plog_live_keys(f->pl), 2);
+		open_pl(f);                                     /* the scan agrees */
+	}
+}
+
+/* Random plain writes, tombstones and transactions (some committed, some
+ * aborted, up to three open at once) on a few keys, against a model: a key's
+ * value is its newest record by offset among the plain ones and those of
+ * committed transactions. Checked after every step and after a reopen. */
+#define MODEL_KEYS 6
+#define MODEL_TXNS 3
+#define MODEL_STEPS 400
+
+struct model_rec {
+	int key;
+	int value;                      /* -1: a tombstone */
+	int txn;                        /* -1: plain */
+};
+
+static void model_check(struct fx *f, const struct model_rec *log, size_t n,
+                        const int *txn_state)
+{
+	for (int k = 0; k < MODEL_KEYS; k++) {
+		char name[8], want[16], *got;
+		int v = -1;
+		snprintf(name, sizeof(name), "k%d", k);
+		for (size_t i = 0; i < n; i++)
+			if (log[i].key == k && (log[i].txn < 0 || txn_state[log[i].txn] == 1))
+				v = log[i].value;
+		got = value_of(f->pl, name);
+		if (v < 0) {
+			assert_null(got);
+			continue;
+		}
+		snprintf(want, sizeof(want), "%d", v);
+		assert_non_null(got);
+		assert_string_equal(got, want);
+		free(got);
+	}
+}
+
+static void commits_and_tombstones_agree_with_offset_order(void **state)
+{
+	struct fx *f = *state;
+	struct model_rec log[MODEL_STEPS];
+	int txn_state[MODEL_STEPS];    /* by transaction: 0 open, 1 committed, 2 aborted */
+	struct tfs_plog_txn *open[MODEL_TXNS] = { NULL };
+	int open_id[MODEL_TXNS];
+	size_t n = 0;
+	int ntxn = 0;
+	unsigned seed = 13;
+
+	open_pl(f);
+	for (int step = 0; step < MODEL_STEPS; step++) {
+		int what = rand_r(&seed) % 10, slot = rand_r(&seed) % MODEL_TXNS;
+		int k = rand_r(&seed) % MODEL_KEYS, v = what % 3 == 0 ? -1 : step;
+		char name[8], val[16];
+		struct tfs_append_rec r;
+
+		snprintf(name, sizeof(name), "k%d", k);
+		snprintf(val, sizeof(val), "%d", v);
+		r = v < 0 ? (struct tfs_append_rec){ .key = tfs_slice_make(name, strlen(name)),
+		                                     .value_null = true }
+		          : rec(name, val);
+		if (what < 4) {                                 /* plain */
+			assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);
+			log[n++] = (struct model_rec){ k, v, -1 };
+		} else if (what < 8) {                          /* in a transaction */
+			if (!open[slot]) {
+				open[slot] = begin(f, 100 + ntxn);
+				open_id[slot] = ntxn;
+				txn_state[ntxn++] = 0;
+			}
+			assert_int_equal(tfs_plog_txn_append(open[slot], &r, 1), 0);
+			log[n++] = (struct model_rec){ k, v, open_id[slot] };
+		} else if (open[slot]) {                        /* its end */
+			bool commit = what == 8;
+			assert_int_equal(tfs_plog_txn_end(open[slot], commit, false), 0);
+			txn_state[open_id[slot]] = commit ? 1 : 2;
+			open[slot] = NULL;
+		}
+		model_check(f, log, n, txn_state);
+	}
+	for (int i = 0; i < MODEL_TXNS; i++) {
+		if (open[i]) {
+			assert_int_equal(tfs_plog_txn_end(open[i], true, false), 0);
+			txn_state[open_id[i]] = 1;
+		}
+	}
+	model_check(f, log, n, txn_state);
+	open_pl(f);
+	model_check(f, log, n, txn_state);
+}
+
 /* ---- threads ---- */
 
 #define THREAD_TXNS 40
@@ -476,6 +608,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(the_txnindex_holds_the_aborts_and_is_rebuilt, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(an_open_transaction_is_aborted_at_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_commit_does_not_bring_back_a_key_deleted_after_its_records,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(commits_and_tombstones_agree_with_offset_order, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(a_marker_is_not_bounded_by_max_message_bytes, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(readers_see_transactions_whole_while_writers_run, setup,
