@@ -68,6 +68,8 @@ struct tfs_mount {
 	                                        * (consumers.h) */
 	char *data_dir;                        /* absolute path */
 	bool read_only;
+	bool kernel_checks;                    /* default_permissions: the kernel checks
+	                                        * owners and modes (README "Permissions") */
 	bool reader_cache;                     /* readers may use the page cache (node_key.c) */
 	unsigned max_read;                     /* the max_read mount option (opts.c) */
 	double key_timeout;                    /* keys and history entries */

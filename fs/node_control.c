@@ -46,6 +46,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fs/keyname.h"
 #include "fs/node.h"
@@ -503,6 +504,7 @@ struct batches_fh {
 	uint8_t *buf;                   /* bytes not yet a whole batch, then the batch */
 	size_t len, cap;
 	int failed;                     /* a refused batch ends the stream: sticky */
+	bool may_delete;                /* the opener may delete the topic's keys */
 	struct tfs_mount *m;            /* for the committed-records callback */
 	struct tfs_slice *keyv;
 	size_t kvcap;
@@ -569,6 +571,13 @@ static int append_batches(struct batches_fh *b, int32_t max_message_bytes)
 		}
 		if (b->len - pos < size)
 			break;
+		if (!b->may_delete && tfs_batch_has_tombstone(b->buf + pos, size) != 0) {
+			tfs_log_warn("fs", "%s/%d/.batches: a tombstone from a user who may not delete "
+			             "keys of the sticky topic (or a batch that does not decode)",
+			             tfs_topic_name(n->topic), (int)n->partition);
+			rc = -EPERM;
+			break;
+		}
 		/* refusals are logged by the engine with their reason */
 		rc = tfs_plog_append_batch(pl, b->buf + pos, size, false, NULL, NULL, batch_committed, b);
 		if (rc < 0)
@@ -592,6 +601,18 @@ static void batches_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 	free(b);
 }
 
+/* rm's rule, which the kernel applies to the keys, for the tombstones of a
+ * .batches stream: in a sticky topic only root and the topic's owner (who owns
+ * its keys) delete them. Judged at the open, as the kernel judges a write. */
+static bool may_delete_keys(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct tfs_topic_meta meta;
+
+	tfs_topic_get_meta(n->topic, &meta);
+	return !m->kernel_checks || !(meta.mode & S_ISVTX) || ctx->uid == 0 || ctx->uid == meta.uid;
+}
+
 static void batches_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
                          struct fuse_file_info *fi)
 {
@@ -602,6 +623,7 @@ static void batches_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n
 		return;
 	pthread_mutex_init(&b->lock, NULL);
 	b->m = m;
+	b->may_delete = may_delete_keys(req, m, n);
 	control_fh_reply(req, m, n, &b->base, fi, batches_fh_free);
 }
 

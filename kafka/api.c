@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/format/batch_codec.h"
 #include "engine/engine.h"
@@ -138,6 +139,14 @@ bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want)
 {
 	return tfs_kafka_peer_may(ctx->peer, ctx->k->root_uid, ctx->k->root_gid, ctx->k->root_mode,
 	                          want);
+}
+
+bool tfs__kafka_sticky_ok(const struct tfs_kafka_ctx *ctx, mode_t dir_mode, uid_t dir_uid,
+                          uid_t entry_uid)
+{
+	return !(dir_mode & S_ISVTX) ||
+	       (ctx->peer->local &&
+	        (ctx->peer->uid == 0 || ctx->peer->uid == dir_uid || ctx->peer->uid == entry_uid));
 }
 
 /* The topic, if it exists and the peer may search the root (a lookup). */
@@ -400,6 +409,17 @@ struct produce_topic {
 	struct produce_part *parts;
 };
 
+/* Whether the connection's user may delete t's keys: the partition directory
+ * and its keys have the topic's owner and mode, so rm's sticky rule comes down
+ * to owning the topic. */
+static bool may_delete_keys(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t)
+{
+	struct tfs_topic_meta m;
+
+	tfs_topic_get_meta(t, &m);
+	return tfs__kafka_sticky_ok(ctx, m.mode, m.uid, m.uid);
+}
+
 static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool name_ok,
                            struct produce_part *p, int64_t *base, int64_t *log_start)
 {
@@ -429,6 +449,14 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 		tfs_log_warn("kafka", "produce to %s/%d refused: an internal topic", name, (int)p->index);
 	} else if (p->null || p->records.len == 0) {
 		err = E_INVALID_RECORD;
+	} else if (!may_delete_keys(ctx, t) &&
+	           tfs_batch_has_tombstone(p->records.p, p->records.len) != 0) {
+		/* rm's rule in a sticky topic: its keys are its owner's (a batch that
+		 * does not decode is refused here too; the engine would refuse it) */
+		err = E_TOPIC_AUTHORIZATION_FAILED;
+		tfs_log_warn("kafka", "produce to %s/%d refused: a tombstone from uid %d in a sticky "
+		             "topic it does not own", name, (int)p->index,
+		             ctx->peer->local ? (int)ctx->peer->uid : -1);
 	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&
 	           tfs_batch_codec(&h) == TFS_CODEC_ZSTD && ctx->api_version < 7) {
 		err = E_UNSUPPORTED_COMPRESSION_TYPE;
@@ -1015,9 +1043,7 @@ static int16_t delete_one(struct tfs_kafka_ctx *ctx, struct tfs_slice s)
 	tfs_topic_get_meta(t, &m);
 	/* rmdir's rule: write on the root; with its sticky bit, own the topic too */
 	if (!tfs__kafka_may_root(ctx, MAY_WRITE_DIR) ||
-	    ((ctx->k->root_mode & 01000) && !(ctx->peer->local && (ctx->peer->uid == 0 ||
-	                                                           ctx->peer->uid == m.uid ||
-	                                                           ctx->peer->uid == ctx->k->root_uid)))) {
+	    !tfs__kafka_sticky_ok(ctx, ctx->k->root_mode, ctx->k->root_uid, m.uid)) {
 		tfs_topic_unref(t);
 		return E_TOPIC_AUTHORIZATION_FAILED;
 	}

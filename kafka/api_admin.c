@@ -61,7 +61,6 @@ enum {
 
 #define MAY_READ 4
 #define MAY_WRITE 2
-#define STICKY 01000
 #define CFG_NAME_MAX 128                /* longer than any name the parser knows */
 #define MSG_MAX 256
 /* An alteration names each resource, and each config of a resource, once, which
@@ -202,8 +201,7 @@ static struct tfs_topic *resource_topic(struct tfs_kafka_ctx *ctx, const struct 
 	}
 	tfs_topic_get_meta(t, &m);
 	if (!tfs__kafka_may_topic(ctx, t, want) ||
-	    (want == MAY_WRITE && (m.mode & STICKY) &&
-	     !(ctx->peer->local && (ctx->peer->uid == 0 || ctx->peer->uid == m.uid)))) {
+	    (want == MAY_WRITE && !tfs__kafka_sticky_ok(ctx, m.mode, m.uid, m.uid))) {
 		tfs_topic_unref(t);
 		*err = E_TOPIC_AUTHORIZATION_FAILED;
 		*msg = want == MAY_WRITE ? "no write permission on the topic"

@@ -295,6 +295,12 @@ struct tfs_topic *tfs__kafka_topic_get(struct tfs_kafka_ctx *ctx, const char *na
  * (4 read, 2 write, 1 search bits) on the topic / on the root. */
 bool tfs__kafka_may_topic(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t, int want);
 bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want);
+/* The kernel's sticky-directory rule for the connection's user: in a directory
+ * of mode dir_mode with the sticky bit, only root, the directory's owner or the
+ * entry's owner may remove (or, for the user.* attributes of a sticky directory,
+ * change) the entry. True without the bit. A remote connection owns nothing. */
+bool tfs__kafka_sticky_ok(const struct tfs_kafka_ctx *ctx, mode_t dir_mode, uid_t dir_uid,
+                          uid_t entry_uid);
 
 /* ---- api_records.c: DeleteRecords ---- */
 enum tfs_kafka_verdict tfs__kafka_delete_records(struct tfs_kafka_ctx *ctx, struct kr *r,

@@ -458,6 +458,24 @@ void tfs_record_iter_release(struct tfs_record_iter *it)
 	tfs_record_iter_init(it);
 }
 
+int tfs_batch_has_tombstone(const uint8_t *buf, size_t len)
+{
+	struct tfs_record_iter it;
+	struct tfs_record r;
+	const char *why = NULL;
+	int rc;
+
+	tfs_record_iter_init(&it);
+	rc = tfs_record_iter_reset(&it, buf, len, &why);
+	while (rc == 0 && (rc = tfs_record_iter_next(&it, &r, &why)) == 1) {
+		if (!r.key_null && r.value_null && !(it.h.attributes & TFS_ATTR_CONTROL))
+			break;
+		rc = 0;
+	}
+	tfs_record_iter_release(&it);
+	return rc;
+}
+
 /* Decompresses the records region into the iterator's buffer and points p/end at it. */
 static int inflate_body(struct tfs_record_iter *it, const uint8_t *src, size_t src_len,
                         const char **why)

@@ -194,6 +194,12 @@ int tfs_record_iter_next(struct tfs_record_iter *it, struct tfs_record *r, const
 int tfs_record_iter_verify(struct tfs_record_iter *it, const uint8_t *buf, size_t len,
                            const char **why);
 
+/* Whether the batch in buf (one whole batch, as tfs_record_iter_reset takes it)
+ * holds a tombstone: a keyed record with a null value. 1 or 0; the errors of
+ * tfs_record_iter_reset and _next. For a door that must refuse deletions from
+ * a writer who may not delete (README "Permissions", the sticky bit). */
+int tfs_batch_has_tombstone(const uint8_t *buf, size_t len);
+
 /* Walks the headers of a record: *cursor starts as r->headers_raw; returns 1 with
  * *h filled, 0 at the end, TFS_ECORRUPT. */
 int tfs_header_next(struct tfs_slice *cursor, struct tfs_header *h);

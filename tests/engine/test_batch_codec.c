@@ -405,6 +405,47 @@ static void test_golden_data_batch(void **state)
 	tfs_batch_builder_release(&b);
 }
 
+/* Builds a batch of the n records in (codec attrs) and asks whether it holds a
+ * tombstone. */
+static int tombstone_in(int16_t attrs, const struct tfs_record_in *in, size_t n)
+{
+	struct tfs_batch_params p = golden_params(0, attrs, GOLDEN_BASE_SEQ);
+	struct tfs_batch_builder b;
+	const uint8_t *out;
+	uint8_t *copy;
+	size_t len;
+	int rc;
+
+	tfs_batch_builder_init(&b);
+	tfs_batch_builder_reset(&b, &p);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(tfs_batch_builder_add(&b, &in[i]), 0);
+	assert_int_equal(tfs_batch_builder_finish(&b, -1, &out, &len), 0);
+	copy = malloc(len);
+	memcpy(copy, out, len);
+	rc = tfs_batch_has_tombstone(copy, len);
+	tfs_batch_builder_release(&b);
+	free(copy);
+	return rc;
+}
+
+static void test_has_tombstone(void **state)
+{
+	(void)state;
+	struct tfs_record_in keyless = { .key_null = true, .value_null = true, .timestamp = T0 };
+	uint8_t want[MAX_BATCH];
+	size_t n = hex_decode(data_hex, want);
+
+	assert_int_equal(tombstone_in(0, golden_records, 2), 1);
+	assert_int_equal(tombstone_in(TFS_CODEC_ZSTD, golden_records, 2), 1);
+	assert_int_equal(tombstone_in(0, golden_records, 1), 0);
+	assert_int_equal(tombstone_in(TFS_CODEC_ZSTD, golden_records, 1), 0);
+	assert_int_equal(tombstone_in(0, &keyless, 1), 0);     /* no key: no tombstone */
+	/* a record region that does not decode is an error, not a "no" */
+	want[61] = 0x7e;                                      /* record 0 claims 63 bytes */
+	assert_true(tfs_batch_has_tombstone(want, n) < 0);
+}
+
 static void test_golden_empty_batch(void **state)
 {
 	(void)state;
@@ -1446,6 +1487,7 @@ int main(void)
 		cmocka_unit_test(test_golden_self_consistent),
 		cmocka_unit_test(test_golden_commit_marker),
 		cmocka_unit_test(test_golden_data_batch),
+		cmocka_unit_test(test_has_tombstone),
 		cmocka_unit_test(test_golden_empty_batch),
 		cmocka_unit_test(test_golden_delete_horizon),
 		cmocka_unit_test(test_header_decode_errors),

@@ -364,6 +364,9 @@ def main():
         off += 2 + tl + 4
         part, err, base = struct.unpack(">ihq", r[off:off + 14])
         print(err, base)
+    elif cmd == "tombstone":            # TOPIC KEY: Produce v7 of KEY's tombstone: "error offset"
+        s.sendall(frame(0, 7, 5, produce_body(args[0], 0, batch(args[1].encode(), None), 1)))
+        print(*produce_answer(recv_frame(s)))
     elif cmd == "corrupt-crc":          # a batch whose CRC does not check: error 2
         b = bytearray(batch(b"k", b"v"))
         b[-1] ^= 0xff

@@ -172,8 +172,62 @@ c_no_default_permissions() {
 	assert_fails "$TOPICFS" -f -o default_permissions,no_default_permissions "$DATA" "$MNT"
 }
 
+# user_batch P KEY VALUE|null: as the test user, one .batches write of a
+# one-record batch (a tombstone for null): OK or the errno's name.
+user_batch() {
+	t_as "$T_USER" "$T_PY" - "$@" <<'PY'
+import errno, os, sys, time
+from kafka.record.default_records import DefaultRecordBatchBuilder
+p, key, value = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                              producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                              batch_size=1 << 20)
+b.append(0, timestamp=int(time.time() * 1000), key=key,
+         value=None if value == "null" else value.encode(), headers=[])
+try:
+    fd = os.open(p + "/.batches", os.O_WRONLY)
+    try:
+        os.write(fd, bytes(b.build()))
+    finally:
+        os.close(fd)
+    print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+PY
+}
+
+# A sticky topic (chmod +t): its keys are its owner's, so another user who may
+# write it adds and changes keys but deletes none - not by rm (the kernel's
+# rule), nor by a tombstone in .batches, nor through the Kafka listener by a
+# tombstone or DeleteRecords (error 29). Nothing refused is appended; the
+# owner still deletes.
+c_sticky_topic() {
+	"$T_PY" -c 'import kafka.record.default_records' 2>/dev/null ||
+		skip "python3-kafka is not installed"
+	ensure_user
+	t_kafka_mount allow_other
+	mkdir -m 1777 "$MNT/s"
+	local p=$MNT/s/0 kw=$T_LIB_DIR/kafka_wire.py
+	printf v > "$p/k"                                       # 0
+	as_user_errno EPERM unlink "$p/k"
+	assert_eq EPERM "$(user_batch "$p" k null)" ".batches tombstone as $T_USER"
+	assert_eq OK "$(user_batch "$p" k2 w)" ".batches record as $T_USER"   # 1
+	assert_eq "29 -1" "$(t_as "$T_USER" "$T_PY" "$kw" "$PORT" tombstone s k)" \
+		"Kafka tombstone as $T_USER"
+	assert_eq "29 -1" "$(t_as "$T_USER" "$T_PY" "$kw" "$PORT" delete-records s 0 1)" \
+		"DeleteRecords as $T_USER"
+	assert_eq 2 "$(t_leo s/0)" "log end after the refusals"
+	assert_cat "$p/k" v
+	t_daemon_log | grep -q "a tombstone from uid $(id -u "$T_USER") in a sticky topic" ||
+		fail "no log line for the refused Kafka tombstone"
+	assert_eq "0 2" "$("$T_PY" "$kw" "$PORT" tombstone s k)" "Kafka tombstone as the owner"
+	assert_absent "$p/k"
+	assert_eq "0 1" "$("$T_PY" "$kw" "$PORT" delete-records s 0 1)" "DeleteRecords as the owner"
+}
+
 t_test read_only_mount c_read_only_mount
 t_test permissions c_permissions
 t_test permissions_by_default c_permissions_by_default
 t_test no_default_permissions c_no_default_permissions
+t_test sticky_topic c_sticky_topic
 t_done
