@@ -254,6 +254,7 @@ int main(int argc, char **argv)
 			        o.kafka.listener_host, o.kafka.listener_port, tfs_strerror(rc));
 			goto out;
 		}
+		m->kafka = kafka;
 	}
 	if (o.fault_spec) {
 		/* Counted from here: operations of the recovery at open are not. */
@@ -300,6 +301,8 @@ out:
 	if (mounted)
 		tfs_service_stopping();
 	tfs_service_watchdog_stop(watchdog);
+	if (m)
+		m->kafka = NULL;
 	tfs_kafka_stop(kafka);                  /* its hooks use the notifier */
 	if (mounted)
 		fuse_session_unmount(se);

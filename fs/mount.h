@@ -33,6 +33,7 @@ struct fuse_conn_info_opts;
 struct tfs_opts;
 struct tfs_fh;
 struct tfs_key_handle;
+struct tfs_kafka;
 
 #define TFS_READCACHE_BYTES (16u << 20)  /* windows kept for opening keys: a cp -r
                                           * of 100,000 .put keys reads 63 windows of
@@ -67,6 +68,8 @@ struct tfs_mount {
 	struct tfs_consumers *consumers;       /* bootstrap reports, .groups made by mkdir
 	                                        * (consumers.h) */
 	char *data_dir;                        /* absolute path */
+	struct tfs_kafka *kafka;               /* the listener, for its metrics; set
+	                                        * and cleared by main around the session */
 	bool read_only;
 	bool kernel_checks;                    /* default_permissions: the kernel checks
 	                                        * owners and modes (README "Permissions") */

@@ -21,6 +21,7 @@
 #include "fs/consumers.h"
 #include "fs/node.h"
 #include "io/log.h"
+#include "kafka/kafka.h"
 
 enum { META_METRICS = 0, META_STATUS = 1, META_PRODUCER_ID = 2, META_COUNT = 3 };
 
@@ -169,6 +170,7 @@ static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *r
 	gauge(f, "topicfs_fs_read_windows", "Windows of checked batches kept for key opens.",
 	      rcs.windows);
 	gauge(f, "topicfs_fs_read_window_bytes", "Memory held by those windows.", rcs.bytes);
+	tfs_kafka_write_metrics(m->kafka, f);
 }
 
 static void write_status(FILE *f, struct tfs_mount *m, const struct part_row *rows,

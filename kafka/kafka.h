@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/log/partition_log.h"
 
@@ -118,5 +119,8 @@ int tfs_kafka_start(struct tfs_engine *e, const struct tfs_kafka_config *cfg,
 void tfs_kafka_stop(struct tfs_kafka *k);
 /* The port bound (the listener's, or the kernel's choice for port 0). */
 uint16_t tfs_kafka_port(const struct tfs_kafka *k);
+/* Writes the listener's metrics (Prometheus text: connections, parked requests,
+ * their retries) to f. NULL k writes nothing. */
+void tfs_kafka_write_metrics(struct tfs_kafka *k, FILE *f);
 
 #endif

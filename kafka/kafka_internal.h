@@ -177,6 +177,8 @@ struct tfs_kafka_ctx {
 	int64_t now_ms;                     /* monotonic, of this attempt */
 	int64_t parked_at_ms;               /* first attempt of a parked request */
 	int64_t wake_at_ms;                 /* set with KAFKA_PARK: try again by then */
+	bool park_clock_only;               /* with KAFKA_PARK: only wake_at_ms ends the
+	                                     * wait (no append, no group change can) */
 	uint64_t conn_id;                   /* the connection's, unique while listening */
 	bool retry;                         /* a parked request handled again */
 	const char *peer_host;              /* "/ADDRESS" as Java prints it, or "" */
@@ -223,6 +225,9 @@ struct tfs_kafka {
 	atomic_size_t queued;
 	atomic_int starved;
 	atomic_uint_fast64_t conns;         /* connection ids handed out */
+	atomic_int open_conns;              /* connections now (metrics) */
+	atomic_int timed;                   /* parked on the clock alone (server.c) */
+	atomic_uint_fast64_t park_retries;  /* parked requests handled again */
 	struct tfs_kgroups *groups;         /* the group coordinator (group.h) */
 };
 /* ---- api.c: what the handlers of every api_*.c share ---- */

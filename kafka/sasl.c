@@ -790,6 +790,7 @@ enum tfs_kafka_verdict tfs__kafka_sasl_authenticate(struct tfs_kafka_ctx *ctx, s
 		/* the failure this request met, parked: answered once it is due */
 		if (ctx->now_ms < s->fail_due_ms) {
 			ctx->wake_at_ms = s->fail_due_ms;
+			ctx->park_clock_only = true;
 			return KAFKA_PARK;
 		}
 		s->fail_due_ms = 0;
@@ -803,6 +804,7 @@ enum tfs_kafka_verdict tfs__kafka_sasl_authenticate(struct tfs_kafka_ctx *ctx, s
 	} else if (step(ctx, null ? NULL : in.p, in.len, out, sizeof(out), &out_len) < 0) {
 		if (s->fail_due_ms) {
 			ctx->wake_at_ms = s->fail_due_ms;
+			ctx->park_clock_only = true;
 			return KAFKA_PARK;
 		}
 		err = E_SASL_AUTHENTICATION_FAILED;
@@ -842,6 +844,7 @@ enum tfs_kafka_verdict tfs__kafka_sasl_raw_token(struct tfs_kafka_ctx *ctx, cons
 		if (!s->fail_due_ms)
 			return KAFKA_CLOSE;     /* Kafka closes the connection */
 		ctx->wake_at_ms = s->fail_due_ms;
+		ctx->park_clock_only = true;
 		return KAFKA_PARK;
 	}
 	w->flex = false;

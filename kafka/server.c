@@ -50,6 +50,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -92,6 +93,7 @@ struct conn {
 	struct conn *prev, *next;           /* every connection of the loop */
 	struct conn *pnext;                 /* parked connections of the loop */
 	bool parked;
+	bool timed;                         /* parked on the loop's timed list */
 	int64_t parked_at, wake_at;
 	uint64_t id;                        /* tfs_kafka_ctx.conn_id */
 	char host[INET6_ADDRSTRLEN + 2];    /* "/ADDRESS" (DescribeGroups' client host) */
@@ -115,7 +117,9 @@ struct tfs_kafka_loop {
 	int epfd, evfd;
 	atomic_bool stop;
 	struct conn *conns;
-	struct conn *parked;
+	struct conn *parked;                /* waiting for an append, a group change
+	                                     * or their deadline: retried on a wake-up */
+	struct conn *timed;                 /* waiting for their deadline alone */
 	struct conn *starved;               /* (5) */
 	int64_t relisten_at;                /* 0: the listener is in the epoll set */
 };
@@ -217,9 +221,14 @@ static void resp_free(struct tfs_kafka *k, struct resp *r)
 
 static void park_remove(struct conn *c)
 {
-	list_unlink(&c->lp->parked, c, offsetof(struct conn, pnext));
-	atomic_fetch_sub(&c->lp->k->parked, 1);
-	c->parked = false;
+	if (c->timed) {
+		list_unlink(&c->lp->timed, c, offsetof(struct conn, pnext));
+		atomic_fetch_sub(&c->lp->k->timed, 1);
+	} else {
+		list_unlink(&c->lp->parked, c, offsetof(struct conn, pnext));
+		atomic_fetch_sub(&c->lp->k->parked, 1);
+	}
+	c->parked = c->timed = false;
 }
 
 static void conn_close(struct conn *c)
@@ -238,6 +247,7 @@ static void conn_close(struct conn *c)
 		c->next->prev = c->prev;
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	atomic_fetch_sub(&lp->k->open_conns, 1);
 	tfs__kafka_sasl_release(&c->sasl);
 	while (c->out_head) {
 		struct resp *r = c->out_head;
@@ -404,9 +414,12 @@ static int conn_process(struct conn *c)
 				c->parked_at = ctx.now_ms;
 			c->wake_at = ctx.wake_at_ms;
 			c->parked = true;
-			atomic_fetch_add(&k->parked, 1);
-			c->pnext = c->lp->parked;
-			c->lp->parked = c;
+			/* a wait only the clock ends (a failed login's delay) is not
+			 * tried again at every append: a flood of them costs nothing */
+			c->timed = ctx.park_clock_only;
+			atomic_fetch_add(c->timed ? &k->timed : &k->parked, 1);
+			c->pnext = c->timed ? c->lp->timed : c->lp->parked;
+			*(c->timed ? &c->lp->timed : &c->lp->parked) = c;
 			break;
 		}
 		c->parked_at = 0;
@@ -564,6 +577,7 @@ static void accept_all(struct tfs_kafka_loop *lp)
 			continue;
 		}
 		c->events = EPOLLIN;
+		atomic_fetch_add(&k->open_conns, 1);
 		c->next = lp->conns;
 		if (lp->conns)
 			lp->conns->prev = c;
@@ -590,6 +604,33 @@ static void retry_parked(struct tfs_kafka_loop *lp)
 		atomic_fetch_sub(&lp->k->parked, 1);
 		c->parked = false;
 		c->pnext = NULL;
+		atomic_fetch_add_explicit(&lp->k->park_retries, 1, memory_order_relaxed);
+		conn_run(c, false);
+	}
+}
+
+/* Retries the connections of the timed list whose deadline has come. */
+static void retry_timed(struct tfs_kafka_loop *lp, int64_t now)
+{
+	struct conn *due = NULL, **pp = &lp->timed;
+
+	while (*pp) {
+		struct conn *c = *pp;
+		if (c->wake_at > now) {
+			pp = &c->pnext;
+			continue;
+		}
+		*pp = c->pnext;
+		atomic_fetch_sub(&lp->k->timed, 1);
+		c->parked = c->timed = false;
+		c->pnext = due;
+		due = c;
+	}
+	while (due) {
+		struct conn *c = due;
+		due = c->pnext;
+		c->pnext = NULL;
+		atomic_fetch_add_explicit(&lp->k->park_retries, 1, memory_order_relaxed);
 		conn_run(c, false);
 	}
 }
@@ -638,11 +679,12 @@ static int next_timeout(struct tfs_kafka_loop *lp, int64_t now)
 {
 	int64_t t = INT64_MAX;
 
-	if (lp->parked) {
-		for (struct conn *c = lp->parked; c; c = c->pnext)
-			if (c->wake_at - now < t)
-				t = c->wake_at - now;
-	}
+	for (struct conn *c = lp->parked; c; c = c->pnext)
+		if (c->wake_at - now < t)
+			t = c->wake_at - now;
+	for (struct conn *c = lp->timed; c; c = c->pnext)
+		if (c->wake_at - now < t)
+			t = c->wake_at - now;
 	if (lp->relisten_at && lp->relisten_at - now < t)
 		t = lp->relisten_at - now;
 	if (t == INT64_MAX)
@@ -688,6 +730,8 @@ static void *loop_main(void *arg)
 			lp->relisten_at = 0;
 		if (woken && lp->starved && !pool_over(lp->k))
 			retry_starved(lp);
+		if (lp->timed)
+			retry_timed(lp, now);
 		/* No lost wake-up: an append after the last look below either finds
 		 * this loop's fetches counted in k->parked (and writes the eventfd) or
 		 * changed k->appends before that look (and it looks again). */
@@ -909,4 +953,25 @@ void tfs_kafka_stop(struct tfs_kafka *k)
 uint16_t tfs_kafka_port(const struct tfs_kafka *k)
 {
 	return k->port;
+}
+
+void tfs_kafka_write_metrics(struct tfs_kafka *k, FILE *f)
+{
+	if (!k)
+		return;
+	fprintf(f, "# HELP topicfs_kafka_connections Kafka client connections open.\n"
+	        "# TYPE topicfs_kafka_connections gauge\ntopicfs_kafka_connections %d\n",
+	        atomic_load(&k->open_conns));
+	fprintf(f, "# HELP topicfs_kafka_parked Requests waiting for data, a group or their "
+	        "deadline (long-poll fetches, joins).\n"
+	        "# TYPE topicfs_kafka_parked gauge\ntopicfs_kafka_parked %d\n",
+	        atomic_load(&k->parked));
+	fprintf(f, "# HELP topicfs_kafka_auth_delayed Failed logins waiting out "
+	        "connection.failed.authentication.delay.ms.\n"
+	        "# TYPE topicfs_kafka_auth_delayed gauge\ntopicfs_kafka_auth_delayed %d\n",
+	        atomic_load(&k->timed));
+	fprintf(f, "# HELP topicfs_kafka_park_retries_total Waiting requests handled again.\n"
+	        "# TYPE topicfs_kafka_park_retries_total counter\n"
+	        "topicfs_kafka_park_retries_total %" PRIu64 "\n",
+	        (uint64_t)atomic_load_explicit(&k->park_retries, memory_order_relaxed));
 }

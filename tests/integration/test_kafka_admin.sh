@@ -9,6 +9,8 @@ KW=$T_LIB_DIR/kafka_wire.py
 
 kmount() { t_kafka_mount "$@"; }
 kw() { "$T_PY" "$KW" "$PORT" "$@"; }
+# metric NAME: its value in the mount's .topicfs/metrics
+metric() { awk -v n="$1" '$1 == n { print $2 }' "$MNT/.topicfs/metrics"; }
 
 # (a) Configs through the protocol are the attributes: described as they are,
 # changed at once, refused whole on a bad value, unchanged by validate_only;
@@ -218,6 +220,26 @@ PY
 		"a delayed failure"
 	assert_eq $((n + 1)) "$(t_daemon_log | grep -c "SASL PLAIN authentication of 'alice' failed: wrong password")" \
 		"log lines for a wrong PLAIN password"
+	# it waits on the clock alone: fifty appends meanwhile do not handle it
+	# again (they did, one retry each, while it sat among the long polls)
+	local pid r0 r1 i
+	mkdir "$MNT/d"
+	kw auth-delay alice wrong > "$T_CASE/delayed" &
+	pid=$!
+	for _ in $(seq 200); do
+		[ $(($(metric topicfs_kafka_auth_delayed) + $(metric topicfs_kafka_parked))) = 1 ] && break
+		sleep 0.05
+	done
+	assert_eq "1 0" "$(metric topicfs_kafka_auth_delayed) $(metric topicfs_kafka_parked)" \
+		"a failed login waiting out its delay, on the clock"
+	r0=$(metric topicfs_kafka_park_retries_total)
+	for i in $(seq 50); do printf x > "$MNT/d/0/k$i"; done
+	r1=$(metric topicfs_kafka_park_retries_total)
+	wait "$pid"
+	assert_eq "other answered; first waits; first 58" "$(cat "$T_CASE/delayed")" \
+		"a delayed failure beside appends"
+	[ $((r1 - r0)) -le 1 ] || fail "the waiting login was handled $((r1 - r0)) times by 50 appends"
+	assert_eq 0 "$(metric topicfs_kafka_auth_delayed)" "nothing waits at the end"
 	t_umount
 }
 
