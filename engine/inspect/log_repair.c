@@ -169,28 +169,30 @@ static void seg_name(char *buf, size_t cap, const char *dir, tfs_offset_t base, 
 		buf[0] = '\0';
 }
 
-static int unlink_indexes(const char *dir, tfs_offset_t base)
+/* Every change to the disk goes through io, so that a fault spec can crash the
+ * cut at each of its steps (test_corrupt.c sweeps them). */
+static int unlink_indexes(struct tfs_io *io, const char *dir, tfs_offset_t base)
 {
 	static const char *const sfx[] = { ".index", ".timeindex" };
 	char path[PATH_CAP];
 
 	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		int rc;
 		seg_name(path, sizeof(path), dir, base, sfx[i]);
-		if (unlink(path) < 0 && errno != ENOENT)
-			return -errno;
+		rc = tfs_io_unlinkat(io, AT_FDCWD, path, 0);
+		if (rc < 0 && rc != -ENOENT)
+			return rc;
 	}
 	return 0;
 }
 
-static int fsync_path(const char *path, int flags)
+static int fsync_dir(struct tfs_io *io, const char *path)
 {
-	int fd = open(path, flags | O_CLOEXEC);
-	int rc = 0;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
+	rc = tfs_io_fsync_dir(io, fd);
 	close(fd);
 	return rc;
 }
@@ -205,9 +207,13 @@ static int copy_tail(struct tfs_io *io, const char *src, tfs_pos_t from, int64_t
 	if (!buf)
 		return -ENOMEM;
 	in = open(src, O_RDONLY | O_CLOEXEC);
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (in < 0 || out < 0) {
+	if (in < 0) {
 		rc = -errno;
+		goto out;
+	}
+	out = tfs_io_openat(io, AT_FDCWD, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		rc = out;
 		goto out;
 	}
 	for (tfs_pos_t at = from; at < size;) {
@@ -222,14 +228,27 @@ static int copy_tail(struct tfs_io *io, const char *src, tfs_pos_t from, int64_t
 			goto out;
 		at += n;
 	}
-	if (fsync(out) < 0)
-		rc = -errno;
+	rc = tfs_io_fsync(io, out, false);
 out:
 	if (in >= 0)
 		close(in);
 	if (out >= 0)
 		close(out);
 	free(buf);
+	return rc;
+}
+
+/* Cuts the file at path to len bytes, durably. */
+static int cut_file(struct tfs_io *io, const char *path, tfs_pos_t len)
+{
+	int fd = tfs_io_openat(io, AT_FDCWD, path, O_WRONLY | O_CLOEXEC, 0), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = tfs_io_ftruncate(io, fd, (uint64_t)len);
+	if (rc == 0)
+		rc = tfs_io_fsync(io, fd, false);
+	close(fd);
 	return rc;
 }
 
@@ -253,30 +272,27 @@ int tfs_repair_apply(struct tfs_io *io, const char *dir, const struct tfs_repair
 	for (size_t i = plan->count; i-- > 1 && rc == 0;) {
 		seg_name(path, sizeof(path), dir, plan->segs[i].base, ".log");
 		seg_name(aside, sizeof(aside), aside_dir, plan->segs[i].base, ".log");
-		if (rename(path, aside) < 0)
-			rc = -errno;
+		rc = tfs_io_renameat(io, AT_FDCWD, path, AT_FDCWD, aside);
 		if (rc == 0)
-			rc = unlink_indexes(dir, plan->segs[i].base);
+			rc = unlink_indexes(io, dir, plan->segs[i].base);
 	}
 	if (rc == 0 && plan->count > 1)
-		rc = fsync_path(aside_dir, O_RDONLY | O_DIRECTORY);
+		rc = fsync_dir(io, aside_dir);
 	if (rc == 0 && plan->count > 1)
-		rc = fsync_path(dir, O_RDONLY | O_DIRECTORY);
+		rc = fsync_dir(io, dir);
 	if (rc == 0) {
 		const struct tfs_repair_seg *s = &plan->segs[0];
 		seg_name(path, sizeof(path), dir, s->base, ".log");
 		seg_name(aside, sizeof(aside), aside_dir, s->base, ".log.cut");
 		rc = copy_tail(io, path, s->from, s->size_bytes, aside);
 		if (rc == 0)
-			rc = fsync_path(aside_dir, O_RDONLY | O_DIRECTORY);
+			rc = fsync_dir(io, aside_dir);
 		if (rc == 0)
-			rc = unlink_indexes(dir, s->base);
-		if (rc == 0 && truncate(path, s->from) < 0)
-			rc = -errno;
+			rc = unlink_indexes(io, dir, s->base);
 		if (rc == 0)
-			rc = fsync_path(path, O_WRONLY);
+			rc = cut_file(io, path, s->from);
 		if (rc == 0)
-			rc = fsync_path(dir, O_RDONLY | O_DIRECTORY);
+			rc = fsync_dir(io, dir);
 	}
 	return rc;
 }

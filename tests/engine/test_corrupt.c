@@ -35,12 +35,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/inspect/log_inspect.h"
 #include "engine/inspect/log_repair.h"
 #include "engine/log/partition_log.h"
 #include "io/file_util.h"
+#include "io/io.h"
 #include "io/log.h"
 #include "tests/t_util.h"
 
@@ -530,10 +532,102 @@ static void every_byte_of_every_sealed_segment(void **state)
 	assert_true(f->damaged > 0 && f->repaired > 0 && f->repaired < f->damaged);
 }
 
+/* topicctl repair crashed at each of its steps in turn (a fault spec on the io
+ * context, in a child process): whatever step it stopped at, the partition opens
+ * as a prefix of the damaged log - every key reads the model's state at the log
+ * end it opens with, or the refusals a damaged region brings - and a second
+ * repair, into a fresh aside directory as topicctl makes one, leaves the log
+ * whole with every key at the cut. */
+#define REPAIR_SWEEP_MAX 200
+
+static void a_crash_at_every_step_of_a_repair(void **state)
+{
+	struct fx *f = *state;
+	const struct file *fl = NULL;
+	long pos;
+	int points = 0, n;
+
+	write_workload(f);
+	save_files(f);
+	for (size_t i = 0; i < f->nfiles && !fl; i++)
+		if (f->files[i].log && f->files[i].sealed)
+			fl = &f->files[i];
+	assert_non_null(fl);
+	/* the CRC of the segment's second batch: the cut keeps the first */
+	pos = 12 + (long)(((uint32_t)fl->bytes[8] << 24 | (uint32_t)fl->bytes[9] << 16 |
+	                   (uint32_t)fl->bytes[10] << 8 | fl->bytes[11])) + 17;
+	assert_true(pos < fl->len);
+	f->file = fl->name;
+	f->pos = pos;
+	f->mask = 0xff;
+	for (n = 1; n < REPAIR_SWEEP_MAX; n++) {
+		struct tfs_repair_plan plan;
+		struct tfs_plog_damage d[MAX_DAMAGE];
+		struct tfs_plog_stats st;
+		struct tfs_plog *pl;
+		char aside2[4096 + 8];
+		tfs_offset_t cut;
+		pid_t pid;
+		int status;
+		size_t nd;
+
+		restore(f);
+		write_flipped(f, fl, pos, 0xff);
+		assert_int_equal(tfs_repair_plan(f->io, f->path, &plan), 0);
+		assert_true(plan.needed && plan.cut_base == fl->base);
+		cut = pristine_offset_at(f, plan.cut_base, plan.cut_pos);
+		tfs_repair_plan_release(&plan);
+		assert_int_equal(mkdir(f->aside, 0700), 0);
+		pid = fork();
+		if (pid == 0) {
+			char spec[64];
+			struct tfs_repair_plan p;
+			snprintf(spec, sizeof(spec), "all:%d:crash", n);
+			if (tfs_repair_plan(f->io, f->path, &p) != 0)
+				_exit(2);
+			tfs_io_set_fault(f->io, spec);
+			_exit(tfs_repair_apply(f->io, f->path, &p, f->aside) == 0 ? 0 : 3);
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_true(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == TFS_IO_CRASH_STATUS);
+		points++;
+
+		pl = open_pl(f);
+		tfs_plog_stats(pl, &st);
+		nd = tfs_plog_damage(pl, d, MAX_DAMAGE);
+		assert_true(st.log_end_offset >= cut);
+		check_keys(f, pl, d, nd, st.log_end_offset);
+		tfs_plog_close(pl);
+
+		/* topicctl repair again, as a user would after the crash */
+		assert_int_equal(tfs_repair_plan(f->io, f->path, &plan), 0);
+		if (plan.needed) {
+			snprintf(aside2, sizeof(aside2), "%s.2", f->aside);
+			assert_int_equal(mkdir(aside2, 0700), 0);
+			assert_int_equal(tfs_repair_apply(f->io, f->path, &plan, aside2), 0);
+			t_rmtree(aside2);
+		}
+		tfs_repair_plan_release(&plan);
+		pl = open_pl(f);
+		tfs_plog_stats(pl, &st);
+		assert_int_equal(tfs_plog_damage(pl, NULL, 0), 0);
+		assert_int_equal(st.log_end_offset, cut);
+		check_keys(f, pl, NULL, 0, cut);
+		tfs_plog_close(pl);
+		if (WEXITSTATUS(status) == 0)
+			break;                  /* the n-th step is past the repair's last */
+	}
+	assert_true(n < REPAIR_SWEEP_MAX);
+	print_message("a repair crashed at each of its %d steps\n", points - 1);
+	assert_true(points > 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(every_byte_of_every_sealed_segment, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_crash_at_every_step_of_a_repair, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
