@@ -85,6 +85,11 @@
 #define META_MODE "topicfs.mode"
 #define META_PARTITIONS "topicfs.partitions"
 #define META_DELETING "topicfs.deleting"
+/* The last line of a file topicfs wrote: the CRC-32C of every byte before it
+ * (docs/format.md, "Topic config files"). A file without it (written by hand)
+ * loads unchecked; one with it loads only if it matches. */
+#define META_CRC "topicfs.crc32c"
+#define CRC_LINE_BYTES (sizeof(META_CRC "=") - 1 + 8 + 1)   /* name=, 8 hex digits, \n */
 #define MAX_ID ((int64_t)UINT32_MAX - 1)
 #define MODE_MASK 07777
 
@@ -688,6 +693,54 @@ static int parse_file(const char *path, char *text, struct tfs_topic_config *c,
 	return rc;
 }
 
+/* The checksum line, if the text has one: it must be the last line, exactly
+ * META_CRC=<8 lowercase hex digits>, after a line end, and match the CRC-32C of
+ * every byte before it, which are then all the text to parse (*body). A name
+ * that appears anywhere else is a damaged file. */
+int tfs_topic_config_crc_check(const char *text, size_t len, size_t *body)
+{
+	const char *at = strstr(text, META_CRC), *line, *hex;
+	uint32_t want = 0;
+
+	*body = len;
+	if (!at)
+		return 0;
+	if (len < CRC_LINE_BYTES + 1)
+		return -EINVAL;
+	line = text + len - CRC_LINE_BYTES;
+	hex = line + sizeof(META_CRC "=") - 1;
+	if (at != line || line[-1] != '\n' || line[sizeof(META_CRC) - 1] != '=' ||
+	    text[len - 1] != '\n')
+		return -EINVAL;
+	for (int i = 0; i < 8; i++) {
+		int d = isdigit((unsigned char)hex[i]) ? hex[i] - '0'
+		        : hex[i] >= 'a' && hex[i] <= 'f' ? hex[i] - 'a' + 10 : -1;
+		if (d < 0)
+			return -EINVAL;
+		want = want << 4 | (uint32_t)d;
+	}
+	*body = (size_t)(line - text);
+	return tfs_crc32c(0, text, *body) == want ? 0 : -EBADMSG;
+}
+
+static int check_crc_line(const char *path, char *text, size_t *len)
+{
+	size_t body;
+	int rc = tfs_topic_config_crc_check(text, *len, &body);
+
+	if (rc == -EBADMSG)
+		tfs_log_error(MODULE, "cannot load %s: its bytes do not match its %s line: a damaged "
+		              "file, or one edited by hand (then delete that line)", path, META_CRC);
+	else if (rc < 0)
+		tfs_log_error(MODULE, "cannot load %s: a damaged %s line (it must be the last one, "
+		              "%s=<8 hex digits>)", path, META_CRC, META_CRC);
+	if (rc < 0)
+		return -EINVAL;
+	*len = body;
+	text[body] = '\0';
+	return 0;
+}
+
 int tfs_topic_config_load(const char *path, struct tfs_topic_config *c, struct tfs_topic_meta *m)
 {
 	struct tfs_topic_config nc = *c;
@@ -714,7 +767,9 @@ int tfs_topic_config_load(const char *path, struct tfs_topic_config *c, struct t
 		rc = -EINVAL;
 		goto out;
 	}
-	rc = parse_file(path, text, &nc, &nm);
+	rc = check_crc_line(path, text, &len);
+	if (rc == 0)
+		rc = parse_file(path, text, &nc, &nm);
 	if (rc == 0) {
 		*c = nc;
 		*m = nm;
@@ -778,6 +833,10 @@ static int render(const struct tfs_topic_config *c, const struct tfs_topic_meta 
 		rc = emit(buf, cap, len, META_PARTITIONS, val);
 	if (rc == 0 && m->deleting)
 		rc = emit(buf, cap, len, META_DELETING, "1");
+	if (rc == 0) {
+		snprintf(val, sizeof(val), "%08x", (unsigned)tfs_crc32c(0, buf, *len));
+		rc = emit(buf, cap, len, META_CRC, val);
+	}
 	return rc;
 }
 

@@ -107,4 +107,11 @@ int tfs_topic_config_load(const char *path, struct tfs_topic_config *c, struct t
 int tfs_topic_config_save(struct tfs_io *io, const char *path, const struct tfs_topic_config *c,
                           const struct tfs_topic_meta *m);
 
+/* A config file's checksum line (its last, topicfs.crc32c=<hex>, written by
+ * tfs_topic_config_save over every byte before it): 0 when text[0, len) has
+ * none (written by hand) or it matches, with *body the bytes before it (len
+ * without one); -EBADMSG when it does not match (*body where it starts);
+ * -EINVAL when the line is malformed or misplaced. text must be NUL-terminated at len. */
+int tfs_topic_config_crc_check(const char *text, size_t len, size_t *body);
+
 #endif

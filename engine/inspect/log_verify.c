@@ -679,9 +679,16 @@ static int32_t verify_config(struct tfs_verify_ctx *ctx, const char *path)
 		char why[MSG_CAP / 2];
 		unsigned lineno = 0;
 		tfs_pos_t at;
+		size_t body = len;
+		int crc = strlen(text) == len ? tfs_topic_config_crc_check(text, len, &body) : 0;
 		if (strlen(text) != len) {
 			PROBLEM(ctx, path, (tfs_pos_t)strlen(text), "config file holds a NUL byte");
-		} else if ((at = config_bad_line(text, len, why, sizeof(why), &lineno)) >= 0) {
+		} else if (crc == -EBADMSG) {
+			PROBLEM(ctx, path, (tfs_pos_t)body, "config file does not match its "
+			        "topicfs.crc32c line: damaged, or edited by hand (then delete that line)");
+		} else if (crc < 0) {
+			PROBLEM(ctx, path, -1, "config file has a damaged topicfs.crc32c line");
+		} else if ((at = config_bad_line(text, body, why, sizeof(why), &lineno)) >= 0) {
 			PROBLEM(ctx, path, at, "config line %u: %s", lineno, why);
 		} else {
 			PROBLEM(ctx, path, -1, "config file does not load: %s", tfs_strerror(rc));

@@ -511,6 +511,13 @@ c_verify_config() {
 	printf 'topicfs.partitions=2\n' > d/topics/t
 	run 1 "$CTL" verify d
 	has_line out "$CASE/d/topics/t: topicfs.partitions is 2 but there is no directory t-1"
+	# the checksum line the engine writes last: a changed byte above it is named
+	printf 'retention.ms=1000\ntopicfs.partitions=1\ntopicfs.crc32c=00000000\n' > d/topics/t
+	run 1 "$CTL" verify d
+	has_line out "$CASE/d/topics/t:39: config file does not match its topicfs.crc32c line: damaged, or edited by hand (then delete that line)"
+	printf 'retention.ms=1000\ntopicfs.crc32c=00000000\ntopicfs.partitions=1\n' > d/topics/t
+	run 1 "$CTL" verify d
+	has_line out "$CASE/d/topics/t: config file has a damaged topicfs.crc32c line"
 	# what the engine does not read as a topic config is a note: a name that is not
 	# a topic's, and a config in the old place (DATA_DIR/<topic>.config)
 	printf 'topicfs.partitions=1\n' > d/topics/t
