@@ -357,7 +357,27 @@ struct scan_ctx {
 	size_t ntxn, captxn;
 	size_t nopen;                   /* of which with an open transaction */
 	struct tfs_tombs *tombs;        /* removals while one is (txn_tombs.h) */
+	size_t tombs_kept;              /* their count after the last prune */
 };
+
+/* As the appends prune theirs (partition_log.c). */
+#define SCAN_TOMBS_PRUNE_MIN 1024
+
+/* Forgets the removals no open transaction's put can precede, once they have
+ * doubled since the last time. */
+static void tombs_maybe_prune(struct scan_ctx *sc)
+{
+	tfs_offset_t floor = INT64_MAX;
+	size_t n = tfs_tombs_count(sc->tombs);
+
+	if (n < SCAN_TOMBS_PRUNE_MIN || n <= 2 * sc->tombs_kept)
+		return;
+	for (size_t i = 0; i < sc->ntxn; i++)
+		if (sc->txn[i].first >= 0 && sc->txn[i].first < floor)
+			floor = sc->txn[i].first;
+	tfs_tombs_prune(sc->tombs, floor);
+	sc->tombs_kept = tfs_tombs_count(sc->tombs);
+}
 
 static int pending_push(struct pending_keys *pk, struct tfs_slice key, bool remove,
                         const struct tfs_keyinfo *info)
@@ -412,8 +432,11 @@ static int feed_key(struct tfs_plog *pl, struct scan_ctx *sc, const struct pendi
 		uint64_t h = tfs_keydir_hash(k->key);
 		if (committed && !k->remove && tfs_tombs_after(sc->tombs, k->key, h, k->info.offset))
 			return 0;
-		if (k->remove && sc->nopen > 0 && tfs_tombs_note(&sc->tombs, k->key, h, k->info.offset) < 0)
-			return -ENOMEM;
+		if (k->remove && sc->nopen > 0) {
+			if (tfs_tombs_note(&sc->tombs, k->key, h, k->info.offset) < 0)
+				return -ENOMEM;
+			tombs_maybe_prune(sc);
+		}
 	}
 	if (!pl->kdfeed) {
 		if (k->remove)
@@ -478,8 +501,10 @@ static int txn_end(struct tfs_plog *pl, struct scan_ctx *sc, struct scan_txn *t,
 		rc = tfs_segment_add_aborted(seg, &a);
 	}
 	if (type == TFS_CONTROL_COMMIT || type == TFS_CONTROL_ABORT) {
-		if (t->first >= 0 && --sc->nopen == 0)
+		if (t->first >= 0 && --sc->nopen == 0) {
 			tfs_tombs_clear(&sc->tombs);
+			sc->tombs_kept = 0;
+		}
 		t->first = -1;
 		t->keys.n = 0;
 		t->alen = 0;

@@ -641,7 +641,15 @@ static int redo_producers(struct tfs_plog *pl, struct producer_change *c, size_t
  * order, so they hold for the group whatever keydir_phase meets later. */
 struct txn_marks {
 	bool during, after;
+	/* no put still to be committed can precede it: the oldest open
+	 * transaction's first offset at the group's start, else the group's
+	 * first; removals noted below it can go */
+	tfs_offset_t floor;
 };
+
+/* Tombs of a partition kept past this many are pruned below a group's floor,
+ * each time their count has doubled since the last prune. */
+#define TOMBS_PRUNE_MIN 1024
 
 /* Encodes, writes and publishes the group's n waiters from head: the batches,
  * their index entries, the committed size and the end offset, but not the key
@@ -674,7 +682,10 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 	size_t nchg = 0;
 	bool txnindex_changed = false;
 
-	marks->during = marks->after = tfs_pstate_first_unstable(pl->pstate) >= 0;
+	marks->floor = tfs_pstate_first_unstable(pl->pstate);
+	marks->during = marks->after = marks->floor >= 0;
+	if (marks->floor < 0)
+		marks->floor = next;
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		int64_t ts = w->pre && w->pre->producer &&
 		             pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME ? w->pre->timestamp : now;
@@ -1062,14 +1073,17 @@ static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops,
 	if (!pl->tombs && !note)
 		return tfs_keydir_apply(pl->kd, ops + skip, n - skip);
 	/* a put of a key removed after it stays out (txn_tombs.h); the
-	 * transaction's own removals are noted for the others still open */
-	for (size_t i = skip; i < n && rc == 0; i++) {
+	 * transaction's own removals are noted for the markers after it, in this
+	 * group or later, of the others open while it was written */
+	for (size_t i = skip; i < n; i++) {
 		const struct tfs_keydir_op *op = &ops[i];
 		if (!op->remove && tfs_tombs_after(pl->tombs, op->key, op->hash, op->info.offset))
 			continue;
-		rc = tfs_keydir_apply(pl->kd, op, 1);
-		if (rc == 0 && op->remove && note)
-			rc = tfs_tombs_note(&pl->tombs, op->key, op->hash, op->info.offset);
+		if (tfs_keydir_apply(pl->kd, op, 1) < 0)
+			rc = -ENOMEM;
+		else if (op->remove && note &&
+		         tfs_tombs_note(&pl->tombs, op->key, op->hash, op->info.offset) < 0)
+			rc = -ENOMEM;
 	}
 	return rc;
 }
@@ -1117,11 +1131,19 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 	/* markers last: a COMMIT's keys become visible with it */
 	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL) {
 		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
-		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, marks->after) < 0)
+		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, marks->during) < 0)
 			failed = true;
 	}
-	if (written >= 0 && !marks->after)
+	if (written >= 0 && !marks->after) {
 		tfs_tombs_clear(&pl->tombs);
+		pl->tombs_kept = 0;
+	} else if (tfs_tombs_count(pl->tombs) >= TOMBS_PRUNE_MIN &&
+	           tfs_tombs_count(pl->tombs) > 2 * pl->tombs_kept) {
+		/* a transaction left open for long must not make every removal of
+		 * the partition stay: only those a pending put may precede */
+		tfs_tombs_prune(pl->tombs, marks->floor);
+		pl->tombs_kept = tfs_tombs_count(pl->tombs);
+	}
 	pthread_rwlock_unlock(&pl->lock);
 	if (failed)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
@@ -1150,7 +1172,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	size_t budget = 0, n = 0, npre = 0;
 	uint64_t ticket = 0;
 	struct kops_buf kops = { NULL, 0 };
-	struct txn_marks marks = { false, false };
+	struct txn_marks marks = { false, false, 0 };
 	int rc;
 
 	self.bytes = bytes;
@@ -1315,7 +1337,7 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 	struct onto *a = arg;
 	struct tfs_record_copy cur = { 0 };
 	struct tfs__waiter w = { 0 };
-	struct txn_marks marks = { false, false };
+	struct txn_marks marks = { false, false, 0 };
 	struct tfs_append_rec rec = { .key = a->key };
 	uint8_t *joined = NULL;
 	size_t base = 0;
@@ -1469,6 +1491,17 @@ static int roll_exclusive(struct tfs_plog *pl, void *arg)
 {
 	(void)arg;
 	return tfs_segment_size(active_segment(pl)) > 0 ? tfs__plog_roll_locked(pl) : 0;
+}
+
+size_t tfs_plog_queued(struct tfs_plog *pl)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&pl->q_lock);
+	for (struct tfs__waiter *w = pl->q_head; w; w = w->next)
+		n++;
+	pthread_mutex_unlock(&pl->q_lock);
+	return n;
 }
 
 int tfs_plog_roll(struct tfs_plog *pl)

@@ -101,6 +101,9 @@ void tfs_plog_close(struct tfs_plog *pl);
  * Kafka listener wake on it). Set once, before the partition is shared. */
 void tfs_plog_set_append_hook(struct tfs_plog *pl, void (*fn)(void *arg, struct tfs_plog *pl),
                               void *arg);
+/* The requests in the partition's group-commit queue, the leader's included:
+ * lets a test hold a leader (in its append hook) until others have queued. */
+size_t tfs_plog_queued(struct tfs_plog *pl);
 /* Marks the partition an internal topic's (__consumer_offsets): the append
  * calls below refuse with -EPERM (logged); its owner writes with
  * tfs__plog_append_internal. Set once, before the partition is shared. */

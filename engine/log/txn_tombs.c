@@ -99,6 +99,32 @@ bool tfs_tombs_after(const struct tfs_tombs *t, struct tfs_slice key, uint64_t h
 	return s->key && s->offset > offset;
 }
 
+void tfs_tombs_prune(struct tfs_tombs *t, tfs_offset_t below)
+{
+	struct tfs_tombs kept = { 0 };
+
+	if (!t)
+		return;
+	/* rebuilt in place of deleting: linear probing has no cheap delete */
+	kept.nslots = t->nslots;
+	kept.slot = calloc(kept.nslots, sizeof(struct tomb));
+	if (!kept.slot)
+		return;                     /* kept whole: only memory is lost */
+	for (size_t i = 0; i < t->nslots; i++) {
+		struct tomb *s = &t->slot[i];
+		if (!s->key)
+			continue;
+		if (s->offset < below) {
+			free(s->key);
+			continue;
+		}
+		*find(&kept, (struct tfs_slice){ s->key, s->len }, s->hash) = *s;
+		kept.count++;
+	}
+	free(t->slot);
+	*t = kept;
+}
+
 void tfs_tombs_clear(struct tfs_tombs **tp)
 {
 	struct tfs_tombs *t = *tp;

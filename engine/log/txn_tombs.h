@@ -11,7 +11,10 @@
  * open-time scan note each removal here; a COMMIT's put of a key noted at a later
  * offset is dropped; once no transaction is open, the set is emptied.
  *
- * Owns: a copy of every noted key (about 40 bytes beyond the key each).
+ * Owns: a copy of every noted key, with its slot 100-200 bytes a removal (a
+ * 32-byte slot in a table kept 1/4 to 1/2 full, and the key's own allocation).
+ * Removals no pending put can precede are pruned as the set grows
+ * (tfs_tombs_prune), so a transaction left open keeps only what it may need.
  * Threads: none; the partition log uses it only in its key-directory phase, in
  * ticket order under the partition's write lock, and the scan on its own thread.
  * Errors: tfs_tombs_note returns -ENOMEM, noting nothing.
@@ -31,6 +34,9 @@ int tfs_tombs_note(struct tfs_tombs **t, struct tfs_slice key, uint64_t hash, tf
 /* Whether key was noted as removed at an offset above offset. t may be NULL. */
 bool tfs_tombs_after(const struct tfs_tombs *t, struct tfs_slice key, uint64_t hash,
                      tfs_offset_t offset);
+/* Forgets the removals below offset: once no put still to be committed can
+ * precede them, they can drop nothing. NULL ok. */
+void tfs_tombs_prune(struct tfs_tombs *t, tfs_offset_t below);
 /* Forgets everything and frees the set (*t becomes NULL). */
 void tfs_tombs_clear(struct tfs_tombs **t);
 /* Keys noted (0 for NULL). */

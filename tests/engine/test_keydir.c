@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/log/keydir.h"
+#include "engine/log/txn_tombs.h"
 
 /* Test hooks defined in engine/log/keydir.c: the public calls with a forced hash, and the
  * invariant checker (0, or the number of the violated invariant). */
@@ -1127,9 +1128,55 @@ static void test_put_enomem_leaves_table_unchanged(void **state)
 #endif
 }
 
+/* ---- txn_tombs.c: the removals noted while a transaction is open ---- */
+
+#define S(k) tfs_slice_make((k), strlen(k))
+#define H(k) tfs_keydir_hash(S(k))
+
+static void tombs_keep_the_newest_removal_and_prune_below(void **state)
+{
+	struct tfs_tombs *t = NULL;
+	char k[16];
+
+	(void)state;
+	assert_false(tfs_tombs_after(NULL, tfs_slice_make("a", 1), 1, 0));
+	for (int i = 0; i < 3000; i++) {
+		snprintf(k, sizeof(k), "k%d", i);
+		assert_int_equal(tfs_tombs_note(&t, S(k), H(k), i), 0);
+	}
+	/* the newest removal of a key wins; an older one changes nothing */
+	assert_int_equal(tfs_tombs_note(&t, S("k7"), H("k7"), 5000), 0);
+	assert_int_equal(tfs_tombs_note(&t, S("k7"), H("k7"), 3), 0);
+	assert_int_equal(tfs_tombs_count(t), 3000);
+	assert_true(tfs_tombs_after(t, S("k7"), H("k7"), 4999));
+	assert_false(tfs_tombs_after(t, S("k7"), H("k7"), 5000));
+	/* two keys of one hash, and the empty key, are told apart by their bytes */
+	assert_int_equal(tfs_tombs_note(&t, tfs_slice_make("x", 1), 42, 10), 0);
+	assert_int_equal(tfs_tombs_note(&t, tfs_slice_make("y", 1), 42, 20), 0);
+	assert_int_equal(tfs_tombs_note(&t, tfs_slice_make("", 0), 42, 30), 0);
+	assert_true(tfs_tombs_after(t, tfs_slice_make("x", 1), 42, 9));
+	assert_false(tfs_tombs_after(t, tfs_slice_make("x", 1), 42, 10));
+	assert_true(tfs_tombs_after(t, tfs_slice_make("y", 1), 42, 19));
+	assert_true(tfs_tombs_after(t, tfs_slice_make("", 0), 42, 29));
+	assert_false(tfs_tombs_after(t, tfs_slice_make("z", 1), 42, 0));
+	/* below 1500: the older half goes, k7 (moved to 5000) and the rest stay */
+	tfs_tombs_prune(t, 1500);
+	assert_int_equal(tfs_tombs_count(t), 1500 + 1);
+	for (int i = 0; i < 3000; i++) {
+		snprintf(k, sizeof(k), "k%d", i);
+		assert_int_equal(tfs_tombs_after(t, S(k), H(k), -1),
+		                 i >= 1500 || i == 7);
+	}
+	assert_false(tfs_tombs_after(t, tfs_slice_make("y", 1), 42, 0));
+	tfs_tombs_clear(&t);
+	assert_null(t);
+	assert_int_equal(tfs_tombs_count(t), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(tombs_keep_the_newest_removal_and_prune_below),
 		cmocka_unit_test(test_put_get_replace_remove),
 		cmocka_unit_test(test_put_at_lower_offset_is_ignored),
 		cmocka_unit_test(test_tombstone_at_lower_offset_does_not_remove),

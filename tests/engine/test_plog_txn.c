@@ -2,6 +2,7 @@
  * COMMIT only, aborted records never, markers as Kafka writes them, the last
  * stable offset, .txnindex files, a transaction a crash left open. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -332,6 +333,110 @@ static void a_commit_does_not_bring_back_a_key_deleted_after_its_records(void **
 	}
 }
 
+/* Two COMMITs in one group: the first one's tombstone of a key must keep the
+ * second's older put of it out, though no transaction is open after the group.
+ * A plain append leads a group and, in the append hook, holds it until both
+ * ends have queued behind it, so that they are written together. */
+struct hold {
+	struct fx *f;
+	size_t want;                    /* queued requests to wait for, once */
+	struct tfs_plog_txn *t;
+	pthread_t thread;
+};
+
+static void hold_leader(void *arg, struct tfs_plog *pl)
+{
+	struct hold *h = arg;
+
+	while (h->want && tfs_plog_queued(pl) < h->want)
+		sched_yield();
+	h->want = 0;
+}
+
+static void *end_main(void *arg)
+{
+	struct hold *h = arg;
+	assert_int_equal(tfs_plog_txn_end(h->t, true, false), 0);
+	return NULL;
+}
+
+static void *plain_main(void *arg)
+{
+	struct hold *h = arg;
+	struct tfs_append_rec r = rec("other", "1");
+	assert_int_equal(tfs_plog_append(h->f->pl, &r, 1, false, NULL, NULL), 0);
+	return NULL;
+}
+
+static void two_commits_in_one_group_keep_a_tombstone(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_append_rec tomb = { .key = tfs_slice_make("k", 1), .value_null = true };
+	struct hold lead = { f, 3, NULL, 0 }, del = { f, 0, NULL, 0 }, put = { f, 0, NULL, 0 };
+
+	open_pl(f);
+	put.t = begin(f, 5);
+	txn_put(put.t, "k", "v");                                /* 0 */
+	del.t = begin(f, 6);
+	assert_int_equal(tfs_plog_txn_append(del.t, &tomb, 1), 0);  /* 1 */
+	tfs_plog_set_append_hook(f->pl, hold_leader, &lead);
+	assert_int_equal(pthread_create(&lead.thread, NULL, plain_main, &lead), 0);  /* 2 */
+	while (tfs_plog_queued(f->pl) < 1)
+		sched_yield();
+	assert_int_equal(pthread_create(&del.thread, NULL, end_main, &del), 0);      /* 3 */
+	while (tfs_plog_queued(f->pl) < 2)
+		sched_yield();
+	assert_int_equal(pthread_create(&put.thread, NULL, end_main, &put), 0);      /* 4 */
+	pthread_join(lead.thread, NULL);
+	pthread_join(del.thread, NULL);
+	pthread_join(put.thread, NULL);
+	assert_false(live(f->pl, "k"));
+	assert_true(live(f->pl, "other"));
+	open_pl(f);
+	assert_false(live(f->pl, "k"));
+}
+
+/* Transactions that overlap one another for ever, each writing a key that a
+ * plain tombstone deletes before its COMMIT: no moment without an open
+ * transaction, so the removals noted are pruned as they pile up (past 1024),
+ * never those a pending put may precede. Every such key stays deleted, also
+ * after a reopen. */
+#define CHAIN 1300
+
+static void overlapping_transactions_prune_what_they_no_longer_need(void **state)
+{
+	struct fx *f = *state;
+	struct tfs_plog_txn *cur, *next;
+	char k[16], n[16];
+
+	open_pl(f);
+	cur = begin(f, 1000);
+	for (int i = 0; i < CHAIN; i++) {
+		struct tfs_append_rec tomb = { .value_null = true };
+		snprintf(k, sizeof(k), "d%d", i);
+		snprintf(n, sizeof(n), "n%d", i);
+		tomb.key = tfs_slice_make(k, strlen(k));
+		txn_put(cur, k, "txn");
+		assert_int_equal(tfs_plog_append(f->pl, &tomb, 1, false, NULL, NULL), 0);
+		next = begin(f, 1001 + i);
+		txn_put(next, n, "kept");
+		assert_int_equal(tfs_plog_txn_end(cur, true, false), 0);
+		assert_false(live(f->pl, k));
+		cur = next;
+	}
+	assert_int_equal(tfs_plog_txn_end(cur, true, false), 0);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(tfs_plog_live_keys(f->pl), CHAIN);
+		for (int i = 0; i < CHAIN; i += 97) {
+			snprintf(k, sizeof(k), "d%d", i);
+			snprintf(n, sizeof(n), "n%d", i);
+			assert_false(live(f->pl, k));
+			assert_true(live(f->pl, n));
+		}
+		open_pl(f);
+	}
+}
+
 /* Random plain writes, tombstones and transactions (some committed, some
  * aborted, up to three open at once) on a few keys, against a model: a key's
  * value is its newest record by offset among the plain ones and those of
@@ -612,6 +717,10 @@ int main(void)
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(commits_and_tombstones_agree_with_offset_order, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(two_commits_in_one_group_keep_a_tombstone, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(overlapping_transactions_prune_what_they_no_longer_need,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(a_marker_is_not_bounded_by_max_message_bytes, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(readers_see_transactions_whole_while_writers_run, setup,
