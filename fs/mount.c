@@ -54,7 +54,6 @@ int tfs_mount_create(const struct tfs_opts *o, const char *abs_data_dir, struct 
 	pthread_mutex_init(&m->deferred_lock, NULL);
 	tfs_key_cond_init(&m->deferred_cond);
 	m->read_only = o->read_only;
-	m->kernel_checks = !o->no_default_permissions;
 	m->reader_cache = o->reader_cache;
 	m->max_read = o->max_read;
 	m->key_timeout = o->cache_timeout;

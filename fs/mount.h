@@ -71,8 +71,6 @@ struct tfs_mount {
 	struct tfs_kafka *kafka;               /* the listener, for its metrics; set
 	                                        * and cleared by main around the session */
 	bool read_only;
-	bool kernel_checks;                    /* default_permissions: the kernel checks
-	                                        * owners and modes (README "Permissions") */
 	bool reader_cache;                     /* readers may use the page cache (node_key.c) */
 	unsigned max_read;                     /* the max_read mount option (opts.c) */
 	double key_timeout;                    /* keys and history entries */

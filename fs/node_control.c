@@ -571,10 +571,10 @@ static int append_batches(struct batches_fh *b, int32_t max_message_bytes)
 		}
 		if (b->len - pos < size)
 			break;
-		if (!b->may_delete && tfs_batch_has_tombstone(b->buf + pos, size) != 0) {
+		/* a batch that does not decode is the engine's to refuse, with its errno */
+		if (!b->may_delete && tfs_batch_has_tombstone(b->buf + pos, size) > 0) {
 			tfs_log_warn("fs", "%s/%d/.batches: a tombstone from a user who may not delete "
-			             "keys of the sticky topic (or a batch that does not decode)",
-			             tfs_topic_name(n->topic), (int)n->partition);
+			             "keys of the sticky topic", tfs_topic_name(n->topic), (int)n->partition);
 			rc = -EPERM;
 			break;
 		}
@@ -603,14 +603,16 @@ static void batches_fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 
 /* rm's rule, which the kernel applies to the keys, for the tombstones of a
  * .batches stream: in a sticky topic only root and the topic's owner (who owns
- * its keys) delete them. Judged at the open, as the kernel judges a write. */
-static bool may_delete_keys(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n)
+ * its keys) delete them. The kernel keeps that rule (check_sticky) even under
+ * no_default_permissions, and so does this. Judged at the open, as the kernel
+ * judges a write. */
+static bool may_delete_keys(fuse_req_t req, struct tfs_node *n)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct tfs_topic_meta meta;
 
 	tfs_topic_get_meta(n->topic, &meta);
-	return !m->kernel_checks || !(meta.mode & S_ISVTX) || ctx->uid == 0 || ctx->uid == meta.uid;
+	return !(meta.mode & S_ISVTX) || ctx->uid == 0 || ctx->uid == meta.uid;
 }
 
 static void batches_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
@@ -623,7 +625,7 @@ static void batches_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n
 		return;
 	pthread_mutex_init(&b->lock, NULL);
 	b->m = m;
-	b->may_delete = may_delete_keys(req, m, n);
+	b->may_delete = may_delete_keys(req, n);
 	control_fh_reply(req, m, n, &b->base, fi, batches_fh_free);
 }
 

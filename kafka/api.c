@@ -449,17 +449,17 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 		tfs_log_warn("kafka", "produce to %s/%d refused: an internal topic", name, (int)p->index);
 	} else if (p->null || p->records.len == 0) {
 		err = E_INVALID_RECORD;
+	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&
+	           tfs_batch_codec(&h) == TFS_CODEC_ZSTD && ctx->api_version < 7) {
+		err = E_UNSUPPORTED_COMPRESSION_TYPE;
 	} else if (!may_delete_keys(ctx, t) &&
-	           tfs_batch_has_tombstone(p->records.p, p->records.len) != 0) {
+	           tfs_batch_has_tombstone(p->records.p, p->records.len) > 0) {
 		/* rm's rule in a sticky topic: its keys are its owner's (a batch that
-		 * does not decode is refused here too; the engine would refuse it) */
+		 * does not decode is the engine's to refuse, with its error) */
 		err = E_TOPIC_AUTHORIZATION_FAILED;
 		tfs_log_warn("kafka", "produce to %s/%d refused: a tombstone from uid %d in a sticky "
 		             "topic it does not own", name, (int)p->index,
 		             ctx->peer->local ? (int)ctx->peer->uid : -1);
-	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&
-	           tfs_batch_codec(&h) == TFS_CODEC_ZSTD && ctx->api_version < 7) {
-		err = E_UNSUPPORTED_COMPRESSION_TYPE;
 	} else {
 		hook = (struct produce_hook){ ctx, t, p->index };
 		/* the frame is this connection's own buffer: the engine may stamp it */
