@@ -1,6 +1,7 @@
 /* file_util.c - crash-safe small-file replacement and the bounded fd cache. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,30 +18,65 @@
  * has none, so a deeper tree is not one of ours. */
 #define REMOVE_TREE_DEPTH 8
 
-int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len)
+/* "<name>.tmp" into tmp; -ENAMETOOLONG past its size. */
+static int tmp_name(char *tmp, size_t cap, const char *name)
 {
-	char tmp[4096];
-	int fd = -1, rc;
+	return snprintf(tmp, cap, "%s%s", name, TMP_SUFFIX) >= (int)cap ? -ENAMETOOLONG : 0;
+}
 
-	if (snprintf(tmp, sizeof(tmp), "%s%s", name, TMP_SUFFIX) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
+int tfs_file_stage(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len)
+{
+	char tmp[PATH_MAX];
+	int fd, rc = tmp_name(tmp, sizeof(tmp), name);
+
+	if (rc < 0)
+		return rc;
 	fd = tfs_io_openat(io, dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, FILE_MODE);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
+	if (fd < 0)
+		return fd;
 	rc = tfs_io_write(io, fd, data, len, 0);
-	if (rc == 0)
-		rc = tfs_io_fsync(io, fd, false);
-	close(fd);
-	fd = -1;
+	if (rc < 0) {
+		close(fd);
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	return fd;
+}
+
+int tfs_file_commit(struct tfs_io *io, int dirfd, const char *name)
+{
+	char tmp[PATH_MAX];
+	int rc = tmp_name(tmp, sizeof(tmp), name);
+
 	if (rc == 0)
 		rc = tfs_io_renameat(io, dirfd, tmp, dirfd, name);
+	if (rc < 0)
+		tfs_file_unstage(dirfd, name);
+	return rc;
+}
+
+void tfs_file_unstage(int dirfd, const char *name)
+{
+	char tmp[PATH_MAX];
+
+	if (tmp_name(tmp, sizeof(tmp), name) == 0)
+		unlinkat(dirfd, tmp, 0);
+}
+
+int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len)
+{
+	int fd = tfs_file_stage(io, dirfd, name, data, len), rc = fd < 0 ? fd : 0;
+
+	if (fd >= 0) {
+		rc = tfs_io_fsync(io, fd, false);
+		close(fd);
+		if (rc == 0)
+			rc = tfs_file_commit(io, dirfd, name);
+		else
+			tfs_file_unstage(dirfd, name);
+	}
 	if (rc == 0)
 		rc = tfs_io_fsync_dir(io, dirfd);
-	else
-		unlinkat(dirfd, tmp, 0);
-out:
 	if (rc < 0)
 		tfs_log_error("io", "cannot replace %s: %s", name, strerror(-rc));
 	return rc;

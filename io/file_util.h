@@ -41,6 +41,16 @@
 
 /* Atomically replaces dirfd/name with data (see above). */
 int tfs_file_replace(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len);
+/* tfs_file_replace in steps, for a caller that fsyncs several files at once
+ * (tfs_io_fsync_all) and the directory once for all of them. tfs_file_stage
+ * writes data whole to "<name>.tmp" and returns its fd, not yet fsynced (caller
+ * closes it), or -errno with nothing left behind. Once that fd is fsynced,
+ * tfs_file_commit renames the file over name (the directory fsync is the
+ * caller's); tfs_file_unstage removes it instead. A crash in between leaves a
+ * stale .tmp, as tfs_file_replace may. */
+int tfs_file_stage(struct tfs_io *io, int dirfd, const char *name, const void *data, size_t len);
+int tfs_file_commit(struct tfs_io *io, int dirfd, const char *name);
+void tfs_file_unstage(int dirfd, const char *name);
 /* Reads a whole small file (at most max bytes) into a malloc'd, NUL-terminated
  * buffer. Caller owns *out (free()). -ENOENT, -EFBIG past max. */
 int tfs_file_read_all(struct tfs_io *io, int dirfd, const char *name, size_t max,

@@ -286,6 +286,30 @@ int tfs_io_fsync_plain(struct tfs_io *io, int fd, bool datasync)
 	return rc < 0 ? rc : tfs__sync_fsync(fd, datasync);
 }
 
+int tfs_io_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int n)
+{
+	int rc = 0, gated = 0;
+
+	/* result 1 marks a request the gate let through, still to be issued */
+	for (int i = 0; i < n; i++) {
+		reqs[i].result = gated < 0 ? gated : fault_gate(io, TFS_IO_OP_FSYNC);
+		if (reqs[i].result < 0)
+			gated = reqs[i].result;
+		else
+			reqs[i].result = 1;
+	}
+	if (io->kind == TFS_IO_URING) {
+		tfs__uring_fsync_all(io, reqs, n);
+	} else {
+		for (int i = 0; i < n; i++)
+			if (reqs[i].result == 1)
+				reqs[i].result = tfs__sync_fsync(reqs[i].fd, reqs[i].datasync);
+	}
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = reqs[i].result;
+	return rc;
+}
+
 int tfs_io_openat(struct tfs_io *io, int dirfd, const char *name, int flags, mode_t mode)
 {
 	int fd;

@@ -86,6 +86,21 @@ int tfs_io_fsync(struct tfs_io *io, int fd, bool datasync);
  * call and exits, to which a ring of its own would cost more than the call. */
 int tfs_io_fsync_plain(struct tfs_io *io, int fd, bool datasync);
 
+/* One file of tfs_io_fsync_all. */
+struct tfs_io_fsync_req {
+	int fd;
+	bool datasync;   /* fdatasync, else fsync */
+	int result;      /* set by the call: 0 or -errno */
+};
+/* The n fsyncs of reqs, independent of each other, waited for together: the
+ * io_uring backend submits them at once (the disk then works on all of them, so
+ * a roll's fsyncs cost about one fsync's wait instead of n); the sync backend does
+ * them in turn. Each passes the fault gate as one operation, in array order,
+ * before any is issued: a crash spec ends the process at its step, an errno spec
+ * fails its request and those after it. Returns 0 or the first request's error in
+ * array order; every result is set. */
+int tfs_io_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int n);
+
 /* Namespace operations relative to a directory fd (AT_FDCWD allowed). */
 int tfs_io_openat(struct tfs_io *io, int dirfd, const char *name, int flags, mode_t mode);
 int tfs_io_renameat(struct tfs_io *io, int olddir, const char *oldname, int newdir,

@@ -49,6 +49,9 @@ void tfs__uring_thread_exit(void *ring);
 void tfs__uring_destroy_all(struct tfs_io *io);
 ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64_t off);
 int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync);
+/* Issues the requests of reqs whose result is 1 (the others were failed by the
+ * fault gate) together and sets their results. */
+void tfs__uring_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int n);
 
 /* pread/pwrite backend (io_sync.c), also the fallback for partial progress. */
 ssize_t tfs__sync_read(int fd, void *buf, size_t len, uint64_t off);

@@ -20,7 +20,8 @@
 
 #include "io/io_internal.h"
 
-#define RING_ENTRIES 8     /* at most two linked requests are in flight per thread */
+#define RING_ENTRIES 8     /* requests in flight per thread: one read or fsync, or the
+                            * fsyncs of one tfs_io_fsync_all chunk */
 
 struct tfs__ring {
 	struct io_uring ring;
@@ -188,4 +189,33 @@ int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync)
 	if (rc < 0)
 		return rc;
 	return res < 0 ? res : 0;
+}
+
+void tfs__uring_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int n)
+{
+	int err = 0, res[RING_ENTRIES], idx[RING_ENTRIES];
+	struct tfs__ring *r = thread_ring(io, &err);
+
+	for (int i = 0; i < n;) {
+		int k = 0, rc = 0;
+
+		/* a chunk of at most RING_ENTRIES requests, submitted at once */
+		for (; i < n && k < RING_ENTRIES; i++) {
+			if (reqs[i].result != 1)
+				continue;
+			if (!r) {
+				reqs[i].result = err;
+				continue;
+			}
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+			io_uring_prep_fsync(sqe, reqs[i].fd,
+			                    reqs[i].datasync ? IORING_FSYNC_DATASYNC : 0);
+			sqe->user_data = (uint64_t)k;
+			idx[k++] = i;
+		}
+		if (k > 0)
+			rc = submit_reap(&r->ring, k, res);
+		for (int j = 0; j < k; j++)
+			reqs[idx[j]].result = rc < 0 ? rc : res[j] < 0 ? res[j] : 0;
+	}
 }

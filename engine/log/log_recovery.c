@@ -829,7 +829,7 @@ int tfs__plog_recover(struct tfs_plog *pl)
 			goto out;
 		}
 		rc = tfs_segment_create(pl->env.io, pl->env.fdcache, pl->dirfd, pl->path, 0,
-		                        pl->cfg.index_interval_bytes, &seg);
+		                        pl->cfg.index_interval_bytes, true, &seg);
 		if (rc < 0)
 			goto out;
 		list->seg[list->count++] = seg;

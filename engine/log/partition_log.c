@@ -345,18 +345,21 @@ static bool should_roll(struct tfs_plog *pl, size_t incoming, tfs_offset_t last_
 	return last_offset - s->base_offset > INT32_MAX;
 }
 
-/* Rolls as the leader (plog_internal.h). */
+/* Rolls as the leader (plog_internal.h). What must be durable before the next
+ * segment exists (invariant (5)) is the old .log; its indexes and the producer
+ * snapshot at its end need only be whole once they carry their names. So every
+ * file is written first, and their fsyncs, the .log's included, are waited for
+ * together (tfs_io_fsync_all) while a background flush of the .log may still be
+ * running; then the renames, the next segment's creation, and one directory
+ * fsync for all of them (docs/engine.md, "Rolls"). */
 int tfs__plog_roll_locked(struct tfs_plog *pl)
 {
 	struct tfs_segment *old = active_segment(pl), *fresh = NULL;
 	struct tfs_seglist *nl;
-	int rc, dirfd = -1;
+	struct tfs_io_fsync_req req[4];
+	int rc, dirfd = -1, idx[2] = { -1, -1 }, snap = -1, logfd = -1, n = 0;
+	tfs_offset_t snap_at = -1;
 
-	/* invariant (5): the old segment is whole on disk before the next exists; a
-	 * failed background flush means it may not be */
-	rc = tfs_segment_flush_wait(old);
-	if (rc < 0)
-		goto fail;
 	old->sealed = true;
 	pthread_rwlock_wrlock(&pl->lock);     /* time lookups read the array */
 	rc = tfs_segment_timeindex_final(old);
@@ -368,13 +371,55 @@ int tfs__plog_roll_locked(struct tfs_plog *pl)
 		rc = dirfd;
 		goto fail;
 	}
-	rc = tfs_segment_write_indexes(old, dirfd, true);
+	rc = tfs_segment_stage_indexes(old, dirfd, idx);
+	if (rc < 0)
+		goto fail;
+	/* the state of every record before the new segment; a failure only costs
+	 * a longer replay at the next open */
+	snap = tfs__pstate_stage(pl, dirfd, &snap_at);
+	logfd = tfs_segment_fd_get(old);
+	if (logfd < 0) {
+		rc = logfd;
+		goto fail;
+	}
+	/* this fdatasync starts after the segment's last write: it alone makes all
+	 * of the .log durable, whatever a background flush still in flight does */
+	req[n++] = (struct tfs_io_fsync_req){ .fd = logfd, .datasync = true };
+	req[n++] = (struct tfs_io_fsync_req){ .fd = idx[0] };
+	req[n++] = (struct tfs_io_fsync_req){ .fd = idx[1] };
+	if (snap >= 0)
+		req[n++] = (struct tfs_io_fsync_req){ .fd = snap };
+	rc = tfs_io_fsync_all(pl->env.io, req, n);
+	tfs_segment_fd_put(old);
+	if (rc < 0 && req[0].result == 0 && req[1].result == 0 && req[2].result == 0)
+		rc = 0;          /* only the snapshot's failed: it is dropped below */
+	if (rc < 0)
+		goto fail;
+	/* invariant (5): the old segment is whole on disk before the next exists; a
+	 * failed background flush means it may not be (its error can have dropped
+	 * dirty pages that the fdatasync above then did not see) */
+	rc = tfs_segment_flush_wait(old);
+	if (rc < 0)
+		goto fail;
+	rc = tfs_segment_commit_indexes(old, dirfd, idx);
 	if (rc < 0)
 		goto fail;
 	rc = tfs_segment_create(pl->env.io, pl->env.fdcache, dirfd, pl->path, pl->end_offset,
-	                        pl->cfg.index_interval_bytes, &fresh);
+	                        pl->cfg.index_interval_bytes, false, &fresh);
 	if (rc < 0)
 		goto fail;
+	if (snap >= 0) {
+		close(snap);
+		snap = -1;
+		if (req[n - 1].result < 0 || tfs__pstate_commit(pl, dirfd, snap_at) < 0)
+			tfs__pstate_unstage(dirfd, snap_at);   /* logged where it failed */
+	}
+	/* the renames and the creation, durable at once */
+	rc = tfs_io_fsync_dir(pl->env.io, dirfd);
+	if (rc < 0) {
+		tfs_log_error("plog", "cannot fsync %s: %s", pl->path, tfs_strerror(rc));
+		goto fail;
+	}
 	nl = tfs__seglist_alloc(pl->segs->count + 1);
 	if (!nl) {
 		rc = -ENOMEM;
@@ -392,16 +437,20 @@ int tfs__plog_roll_locked(struct tfs_plog *pl)
 	}
 	/* everything up to the roll was fsynced with the old segment */
 	atomic_store(&pl->unsynced_since_ms, 0);
-	/* the state of every record before the new segment; a failure only costs
-	 * a longer replay at the next open */
-	(void)tfs__pstate_snapshot(pl, dirfd);
+	tfs__pstate_prune(pl, dirfd);
 	close(dirfd);
 	tfs_log_info("plog", "rolled %s at offset %" PRId64, pl->path, pl->end_offset);
 	return 0;
 fail:
 	old->sealed = false;
-	if (dirfd >= 0)
+	if (dirfd >= 0) {
+		tfs_segment_unstage_indexes(old, dirfd, idx);
+		if (snap >= 0) {
+			close(snap);
+			tfs__pstate_unstage(dirfd, snap_at);
+		}
 		close(dirfd);
+	}
 	tfs_segment_unref(fresh);
 	tfs_log_error("plog", "cannot roll %s: %s", pl->path, tfs_strerror(rc));
 	return rc;

@@ -214,6 +214,15 @@ int tfs__pstate_load(struct tfs_plog *pl, int dirfd);
 void tfs__pstate_replay(struct tfs_plog *pl, const struct tfs_batch_header *h);
 void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd);
 int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd);
+/* tfs__pstate_snapshot in steps, for a roll that fsyncs it with the segment's
+ * files (tfs_file_stage): stage writes the state at pl->end_offset to a
+ * temporary file, *at gets that offset, and returns the file's fd (caller
+ * fsyncs and closes it), or a negative errno (logged; nothing left behind);
+ * commit renames it to its snapshot name (logged if it fails; the directory
+ * fsync and tfs__pstate_prune are the caller's), unstage removes it. */
+int tfs__pstate_stage(struct tfs_plog *pl, int dirfd, tfs_offset_t *at);
+int tfs__pstate_commit(struct tfs_plog *pl, int dirfd, tfs_offset_t at);
+void tfs__pstate_unstage(int dirfd, tfs_offset_t at);
 /* tfs__pstate_prune (after segments went): plog_cleaning.h. */
 
 /* log_recovery.c: fills pl->segs, pl->kd, pl->end_offset from the directory. */

@@ -5,8 +5,10 @@
  * When snapshots are written: at each roll, named by the new segment's base
  * offset (the state then reflects every record before it), and at a clean
  * close, named by the log end. Each is written whole to a temporary file,
- * fsynced and renamed over (tfs_file_replace), so a crash leaves the old set
- * of snapshots or the new one, never a torn file under a snapshot's name.
+ * fsynced and renamed over (tfs_file_replace; a roll does those steps itself,
+ * tfs__pstate_stage and _commit, to fsync it beside the segment's files), so a
+ * crash leaves the old set of snapshots or the new one, never a torn file under
+ * a snapshot's name.
  *
  * At open the newest snapshot that decodes is loaded (a corrupt one is logged,
  * removed, and the next older tried; none: an empty state) and the scan that
@@ -222,6 +224,14 @@ void tfs__pstate_recovered(struct tfs_plog *pl, int dirfd)
 	tfs__pstate_prune(pl, dirfd);
 }
 
+/* The state at the log end, encoded; caller frees *buf. */
+static int encode_at_end(struct tfs_plog *pl, uint8_t **buf, size_t *len)
+{
+	tfs_pstate_expire(pl->pstate, tfs_now_ms(), pl->cfg.producer_id_expiration_ms);
+	tfs_pstate_set_end_offset(pl->pstate, pl->end_offset);
+	return tfs_pstate_snapshot_encode(pl->pstate, buf, len);
+}
+
 int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd)
 {
 	char name[SNAPSHOT_NAME_BYTES];
@@ -231,9 +241,7 @@ int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd)
 
 	if (pl->env.read_only)
 		return 0;
-	tfs_pstate_expire(pl->pstate, tfs_now_ms(), pl->cfg.producer_id_expiration_ms);
-	tfs_pstate_set_end_offset(pl->pstate, pl->end_offset);
-	rc = tfs_pstate_snapshot_encode(pl->pstate, &buf, &len);
+	rc = encode_at_end(pl, &buf, &len);
 	if (rc < 0)
 		return rc;
 	snapshot_name(name, pl->end_offset);
@@ -245,4 +253,45 @@ int tfs__pstate_snapshot(struct tfs_plog *pl, int dirfd)
 	}
 	tfs__pstate_prune(pl, dirfd);
 	return 0;
+}
+
+int tfs__pstate_stage(struct tfs_plog *pl, int dirfd, tfs_offset_t *at)
+{
+	char name[SNAPSHOT_NAME_BYTES];
+	uint8_t *buf;
+	size_t len;
+	int fd;
+
+	*at = pl->end_offset;
+	if (pl->env.read_only)
+		return -EROFS;
+	fd = encode_at_end(pl, &buf, &len);
+	if (fd < 0)
+		return fd;
+	snapshot_name(name, *at);
+	fd = tfs_file_stage(pl->env.io, dirfd, name, buf, len);
+	free(buf);
+	if (fd < 0)
+		tfs_log_error("pstate", "cannot write %s/%s: %s", pl->path, name, tfs_strerror(fd));
+	return fd;
+}
+
+int tfs__pstate_commit(struct tfs_plog *pl, int dirfd, tfs_offset_t at)
+{
+	char name[SNAPSHOT_NAME_BYTES];
+	int rc;
+
+	snapshot_name(name, at);
+	rc = tfs_file_commit(pl->env.io, dirfd, name);
+	if (rc < 0)
+		tfs_log_error("pstate", "cannot write %s/%s: %s", pl->path, name, tfs_strerror(rc));
+	return rc;
+}
+
+void tfs__pstate_unstage(int dirfd, tfs_offset_t at)
+{
+	char name[SNAPSHOT_NAME_BYTES];
+
+	snapshot_name(name, at);
+	tfs_file_unstage(dirfd, name);
 }

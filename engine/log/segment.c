@@ -96,7 +96,7 @@ static struct tfs_segment *segment_alloc(struct tfs_io *io, struct tfs_fdcache *
 }
 
 int tfs_segment_create(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd, const char *dir,
-                       tfs_offset_t base, int64_t index_interval_bytes,
+                       tfs_offset_t base, int64_t index_interval_bytes, bool sync_dir,
                        struct tfs_segment **out)
 {
 	char name[64];
@@ -113,7 +113,7 @@ int tfs_segment_create(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd, co
 		return fd;
 	}
 	close(fd);
-	rc = tfs_io_fsync_dir(io, dirfd);
+	rc = sync_dir ? tfs_io_fsync_dir(io, dirfd) : 0;
 	if (rc < 0) {
 		tfs_log_error("segment", "cannot fsync %s: %s", dir, tfs_strerror(rc));
 		return rc;
@@ -422,31 +422,99 @@ static int fsync_log(struct tfs_segment *s)
 	return rc;
 }
 
-int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync)
+static void index_names(const struct tfs_segment *s, char names[2][64])
 {
-	uint8_t *ibuf = NULL, *tbuf = NULL;
-	size_t ilen, tlen;
-	char name[64];
+	snprintf(names[0], 64, "%020" PRId64 TFS_SUFFIX_INDEX, s->base_offset);
+	snprintf(names[1], 64, "%020" PRId64 TFS_SUFFIX_TIMEINDEX, s->base_offset);
+}
+
+int tfs_segment_stage_indexes(struct tfs_segment *s, int dirfd, int fds[2])
+{
+	uint8_t *buf[2] = { NULL, NULL };
+	size_t len[2];
+	char names[2][64];
 	int rc;
 
-	rc = encode_indexes(s, &ibuf, &ilen, &tbuf, &tlen, s->sealed);
+	fds[0] = fds[1] = -1;
+	rc = encode_indexes(s, &buf[0], &len[0], &buf[1], &len[1], s->sealed);
+	index_names(s, names);
+	/* Index files are derived data: each is replaced whole (tfs_file_stage) */
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		fds[i] = tfs_file_stage(s->io, dirfd, names[i], buf[i], len[i]);
+		if (fds[i] < 0)
+			rc = fds[i];
+	}
 	if (rc < 0)
-		return rc;
-	if (sync && (rc = fsync_log(s)) < 0)
-		goto out;
-	/* Index files are derived data: tfs_file_replace makes each one whole. */
-	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_INDEX, s->base_offset);
-	rc = tfs_file_replace(s->io, dirfd, name, ibuf, ilen);
+		tfs_segment_unstage_indexes(s, dirfd, fds);
+	free(buf[0]);
+	free(buf[1]);
+	return rc;
+}
+
+int tfs_segment_commit_indexes(struct tfs_segment *s, int dirfd, int fds[2])
+{
+	char names[2][64];
+	int rc = 0;
+
+	index_names(s, names);
+	for (int i = 0; i < 2; i++) {
+		close(fds[i]);
+		fds[i] = -1;
+		if (rc == 0)
+			rc = tfs_file_commit(s->io, dirfd, names[i]);
+		else
+			tfs_file_unstage(dirfd, names[i]);
+	}
+	return rc;
+}
+
+void tfs_segment_unstage_indexes(struct tfs_segment *s, int dirfd, int fds[2])
+{
+	char names[2][64];
+
+	index_names(s, names);
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			tfs_file_unstage(dirfd, names[i]);
+		}
+		fds[i] = -1;
+	}
+}
+
+int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync)
+{
+	struct tfs_io_fsync_req req[3];
+	int fds[2], n = 0, logfd = -1, rc;
+
+	rc = tfs_segment_stage_indexes(s, dirfd, fds);
 	if (rc < 0)
 		goto out;
-	snprintf(name, sizeof(name), "%020" PRId64 TFS_SUFFIX_TIMEINDEX, s->base_offset);
-	rc = tfs_file_replace(s->io, dirfd, name, tbuf, tlen);
+	if (sync) {
+		logfd = tfs_fdcache_get(s->fdcache, &s->log);
+		if (logfd < 0) {
+			rc = logfd;
+			tfs_segment_unstage_indexes(s, dirfd, fds);
+			goto out;
+		}
+		req[n++] = (struct tfs_io_fsync_req){ .fd = logfd, .datasync = true };
+	}
+	req[n++] = (struct tfs_io_fsync_req){ .fd = fds[0] };
+	req[n++] = (struct tfs_io_fsync_req){ .fd = fds[1] };
+	/* the .log and both files in one wait; renamed only once all are durable */
+	rc = tfs_io_fsync_all(s->io, req, n);
+	if (logfd >= 0)
+		tfs_fdcache_put(s->fdcache, &s->log);
+	if (rc < 0)
+		tfs_segment_unstage_indexes(s, dirfd, fds);
+	else
+		rc = tfs_segment_commit_indexes(s, dirfd, fds);
+	if (rc == 0)
+		rc = tfs_io_fsync_dir(s->io, dirfd);
 out:
 	if (rc < 0)
 		tfs_log_error("segment", "cannot write indexes of %s/%020" PRId64 ": %s", s->dir,
 		              s->base_offset, tfs_strerror(rc));
-	free(ibuf);
-	free(tbuf);
 	return rc;
 }
 

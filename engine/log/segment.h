@@ -133,9 +133,10 @@ void tfs_segment_file_name(char *buf, size_t cap, const char *dir, tfs_offset_t 
 /* Parses a file name "<20 digits>.<suffix...>": returns 0 and *base, or -EINVAL. */
 int tfs_segment_parse_name(const char *name, tfs_offset_t *base, const char **suffix);
 
-/* Creates an empty <base>.log (and fsyncs the directory). Caller owns the ref. */
+/* Creates an empty <base>.log and, with sync_dir, fsyncs the directory (without:
+ * the caller's next directory fsync makes it durable). Caller owns the ref. */
 int tfs_segment_create(struct tfs_io *io, struct tfs_fdcache *fdc, int dirfd, const char *dir,
-                       tfs_offset_t base, int64_t index_interval_bytes,
+                       tfs_offset_t base, int64_t index_interval_bytes, bool sync_dir,
                        struct tfs_segment **out);
 /* Opens an existing <base>.log without scanning it (log_recovery.c scans). */
 int tfs_segment_open(struct tfs_io *io, struct tfs_fdcache *fdc, const char *dir,
@@ -194,9 +195,19 @@ bool tfs_segment_index_full(const struct tfs_segment *s, int64_t index_bytes);
 /* Drops the in-memory indexes (before a rebuild scan). */
 void tfs_segment_reset_index(struct tfs_segment *s);
 
-/* Writes .index and .timeindex from memory (tmp + rename) and, with sync, fsyncs
- * the .log and both index files. */
+/* Writes .index and .timeindex from memory (tmp + rename, then the directory
+ * fsynced) and, with sync, fdatasyncs the .log too: the three fsyncs are waited
+ * for together (tfs_io_fsync_all), before either rename. */
 int tfs_segment_write_indexes(struct tfs_segment *s, int dirfd, bool sync);
+/* tfs_segment_write_indexes in steps, for a roll that adds fsyncs of its own to
+ * the same wait: stage writes <base>.index.tmp and .timeindex.tmp whole, fds[]
+ * gets their descriptors (not yet fsynced); once the caller has fsynced them,
+ * commit closes them and renames both over the old files (the directory fsync
+ * is the caller's); unstage closes them and removes the temporary files. On a
+ * failure stage leaves nothing behind (fds[] -1). 0 or a negative errno. */
+int tfs_segment_stage_indexes(struct tfs_segment *s, int dirfd, int fds[2]);
+int tfs_segment_commit_indexes(struct tfs_segment *s, int dirfd, int fds[2]);
+void tfs_segment_unstage_indexes(struct tfs_segment *s, int dirfd, int fds[2]);
 /* Loads .index/.timeindex and checks them against the in-memory ones built by a
  * scan: returns 1 if the files match, 0 if missing or different. */
 int tfs_segment_indexes_match(struct tfs_segment *s);

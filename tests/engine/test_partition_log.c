@@ -1028,6 +1028,60 @@ static void a_failed_background_flush_fails_later_syncs(void **state)
 	free(keys);
 }
 
+/* The files in the partition directory whose names end in suffix. */
+static int count_files(const char *path, const char *suffix)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name), slen = strlen(suffix);
+		n += len > slen && strcmp(de->d_name + len - slen, suffix) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/* A roll's own fdatasync of the old segment starts after its last write and
+ * succeeds once fsyncs work again, but a background flush that failed before may
+ * have dropped dirty pages it never saw: the roll fails, and no next segment
+ * exists (invariant (5)), nor any file it staged. The records stay readable. */
+static void a_roll_after_a_failed_background_flush_fails_and_creates_nothing(void **state)
+{
+	struct fx *f = *state;
+	/* ~11 MB: past partition_log.c's FLUSH_AHEAD_BYTES (8 MiB), below a segment */
+	enum { UNIT_RECS = 1000, VALUE_BYTES = 900, UNITS = 12 };
+	struct tfs_append_rec *recs = calloc(UNIT_RECS, sizeof(*recs));
+	char *value = calloc(1, VALUE_BYTES + 1);
+	char (*keys)[16] = malloc(sizeof(*keys) * UNIT_RECS);
+	int rc = 0;
+
+	memset(value, 'v', VALUE_BYTES);
+	for (int i = 0; i < UNIT_RECS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		recs[i].key = tfs_slice_make(keys[i], strlen(keys[i]));
+		recs[i].value = tfs_slice_make(value, VALUE_BYTES);
+	}
+	f->cfg.segment_bytes = 12 << 20;
+	f->pl = open_pl(f);
+	assert_int_equal(tfs_io_set_fault(f->io, "fsync:1:EIO"), 0);   /* the background flush */
+	for (int u = 0; u < UNITS; u++)
+		assert_int_equal(tfs_plog_append(f->pl, recs, UNIT_RECS, false, NULL, NULL), 0);
+	assert_int_equal(tfs_plog_sync(f->pl), -EIO);   /* joins it */
+	tfs_io_set_fault(f->io, NULL);
+	for (int u = 0; u < UNITS && rc == 0; u++)      /* until one needs a roll */
+		rc = tfs_plog_append(f->pl, recs, UNIT_RECS, false, NULL, NULL);
+	assert_int_equal(rc, -EIO);
+	assert_int_equal(count_files(f->path, ".log"), 1);
+	assert_int_equal(count_files(f->path, ".tmp"), 0);
+	assert_value(f->pl, "k7", value);
+	free(recs);
+	free(value);
+	free(keys);
+}
+
 /* ---- crashes ---- */
 
 /* The crash sweep's workload: twelve durable appends of k = "v<i>" over small
@@ -1171,6 +1225,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(big_zstd_units_compressed_by_their_appenders_land_whole, setup, teardown),
 		cmocka_unit_test_setup_teardown(big_zstd_units_survive_level_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_failed_background_flush_fails_later_syncs, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_roll_after_a_failed_background_flush_fails_and_creates_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(many_partitions_share_a_small_fd_cache, setup, teardown),
 	};

@@ -53,7 +53,7 @@ static int setup(void **state)
 	f->fdc = tfs_fdcache_create(f->io, 8);
 	f->dir = t_mkdtemp("seg");
 	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY);
-	assert_int_equal(tfs_segment_create(f->io, f->fdc, f->dirfd, f->dir, 100, 4096, &f->s), 0);
+	assert_int_equal(tfs_segment_create(f->io, f->fdc, f->dirfd, f->dir, 100, 4096, true, &f->s), 0);
 	*state = f;
 	return 0;
 }
@@ -161,7 +161,7 @@ static void time_index_entries_are_kafkas(void **state)
 	uint8_t *data = NULL;
 	long n;
 
-	assert_int_equal(tfs_segment_create(f->io, f->fdc, f->dirfd, f->dir, 200, 100, &s), 0);
+	assert_int_equal(tfs_segment_create(f->io, f->fdc, f->dirfd, f->dir, 200, 100, true, &s), 0);
 	for (int i = 0; i < 6; i++)
 		assert_int_equal(tfs_segment_note_batch(s, i * 60, 60, 200 + 2 * i, 201 + 2 * i, ts[i]), 0);
 	s->sealed = true;

@@ -453,6 +453,111 @@ static void fsyncs_are_counted_apart(void **state)
 	close(fd);
 }
 
+/* More files than one ring submission holds, one of them no descriptor:
+ * every fsync is done and counted, each result is its own, and the call
+ * returns the first failure. */
+static void fsync_all_does_each_file_and_reports_each_result(void **state)
+{
+	struct fixture *f = *state;
+	enum { FILES = 11, BAD = 5 };
+	struct tfs_io_fsync_req req[FILES];
+	uint64_t fs = tfs_io_fsync_count(f->io);
+
+	for (int i = 0; i < FILES; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", i);
+		req[i] = (struct tfs_io_fsync_req){ .result = 7, .datasync = i % 2 };
+		req[i].fd = tfs_io_openat(f->io, f->dirfd, name, O_RDWR | O_CREAT, 0644);
+		assert_true(req[i].fd >= 0);
+		assert_int_equal(tfs_io_write(f->io, req[i].fd, name, strlen(name), 0), 0);
+	}
+	close(req[BAD].fd);
+	req[BAD].fd = -1;
+	assert_int_equal(tfs_io_fsync_all(f->io, req, FILES), -EBADF);
+	for (int i = 0; i < FILES; i++)
+		assert_int_equal(req[i].result, i == BAD ? -EBADF : 0);
+	assert_int_equal(tfs_io_fsync_count(f->io), fs + FILES);
+	for (int i = 0; i < FILES; i++)
+		if (i != BAD)
+			close(req[i].fd);
+	assert_int_equal(tfs_io_fsync_all(f->io, req, 0), 0);   /* nothing to do */
+}
+
+/* The fault gate counts each fsync of the batch as one operation, in order: an
+ * errno spec fails the n-th and the ones after it, the earlier ones are done. */
+static void fsync_all_under_a_fault_spec_fails_from_the_nth_on(void **state)
+{
+	struct fixture *f = *state;
+	struct tfs_io_fsync_req req[4];
+
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "g%d", i);
+		req[i] = (struct tfs_io_fsync_req){ .datasync = true };
+		req[i].fd = tfs_io_openat(f->io, f->dirfd, name, O_RDWR | O_CREAT, 0644);
+		assert_true(req[i].fd >= 0);
+	}
+	assert_int_equal(tfs_io_set_fault(f->io, "fsync:2:EIO"), 0);
+	assert_int_equal(tfs_io_fsync_all(f->io, req, 4), -EIO);
+	assert_int_equal(req[0].result, 0);
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(req[i].result, -EIO);
+	tfs_io_set_fault(f->io, NULL);
+	for (int i = 0; i < 4; i++)
+		close(req[i].fd);
+}
+
+/* A crash spec ends the process at the batch's n-th fsync, like any other op. */
+static void fsync_all_crashes_at_the_nth(void **state)
+{
+	struct fixture *f = *state;
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		struct tfs_io_fsync_req req[3];
+		for (int i = 0; i < 3; i++)
+			req[i] = (struct tfs_io_fsync_req){ .fd = f->dirfd };
+		tfs_io_set_fault(f->io, "fsync:3:crash");
+		tfs_io_fsync_all(f->io, req, 3);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), TFS_IO_CRASH_STATUS);
+}
+
+/* A staged file has only its temporary name until committed; unstaged, nothing
+ * is left; committed, it replaces the old file whole. */
+static void staged_file_appears_only_at_its_commit(void **state)
+{
+	struct fixture *f = *state;
+	char path[4096], *got = NULL;
+	size_t len = 0;
+	int fd;
+
+	assert_int_equal(tfs_file_replace(f->io, f->dirfd, "s", "old", 3), 0);
+	fd = tfs_file_stage(f->io, f->dirfd, "s", "newer", 5);
+	assert_true(fd >= 0);
+	assert_int_equal(tfs_file_read_all(f->io, f->dirfd, "s", 100, &got, &len), 0);
+	assert_int_equal(len, 3);
+	free(got);
+	assert_int_equal(tfs_io_fsync(f->io, fd, false), 0);
+	close(fd);
+	tfs_file_unstage(f->dirfd, "s");
+	snprintf(path, sizeof(path), "%s/s.tmp", f->dir);
+	assert_int_equal(access(path, F_OK), -1);
+	fd = tfs_file_stage(f->io, f->dirfd, "s", "newer", 5);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(tfs_file_commit(f->io, f->dirfd, "s"), 0);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(tfs_file_read_all(f->io, f->dirfd, "s", 100, &got, &len), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(got, "newer", 5);
+	free(got);
+}
+
 /* dir/a/{f0,f1,sub/{f2}} and a link to outside, as a tree to remove. */
 static void make_tree(struct fixture *f, const char *outside)
 {
@@ -560,6 +665,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(unlinks_later_are_inline_under_a_fault_spec, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_tree_is_removed_through_io_one_unlink_at_a_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(fsyncs_are_counted_apart, setup, teardown),
+		cmocka_unit_test_setup_teardown(fsync_all_does_each_file_and_reports_each_result, setup, teardown),
+		cmocka_unit_test_setup_teardown(fsync_all_under_a_fault_spec_fails_from_the_nth_on, setup, teardown),
+		cmocka_unit_test_setup_teardown(fsync_all_crashes_at_the_nth, setup, teardown),
+		cmocka_unit_test_setup_teardown(staged_file_appears_only_at_its_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_forked_child_unlinks_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(backend_kinds_parse_and_report, setup, teardown),
 	};
