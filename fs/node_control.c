@@ -571,12 +571,18 @@ static int append_batches(struct batches_fh *b, int32_t max_message_bytes)
 		}
 		if (b->len - pos < size)
 			break;
-		/* a batch that does not decode is the engine's to refuse, with its errno */
-		if (!b->may_delete && tfs_batch_has_tombstone(b->buf + pos, size) > 0) {
-			tfs_log_warn("fs", "%s/%d/.batches: a tombstone from a user who may not delete "
-			             "keys of the sticky topic", tfs_topic_name(n->topic), (int)n->partition);
-			rc = -EPERM;
-			break;
+		/* a batch that does not decode is the engine's to refuse, with its
+		 * errno; one that could not be looked at (memory) is not let through */
+		if (!b->may_delete) {
+			int t = tfs_batch_has_tombstone(b->buf + pos, size);
+			if (t > 0)
+				tfs_log_warn("fs", "%s/%d/.batches: a tombstone from a user who may not "
+				             "delete keys of the sticky topic", tfs_topic_name(n->topic),
+				             (int)n->partition);
+			if (t > 0 || t == -ENOMEM) {
+				rc = t > 0 ? -EPERM : t;
+				break;
+			}
 		}
 		/* refusals are logged by the engine with their reason */
 		rc = tfs_plog_append_batch(pl, b->buf + pos, size, false, NULL, NULL, batch_committed, b);

@@ -279,11 +279,14 @@ int tfs_io_fsync(struct tfs_io *io, int fd, bool datasync)
 	return tfs__sync_fsync(fd, datasync);
 }
 
-int tfs_io_fsync_plain(struct tfs_io *io, int fd, bool datasync)
+int tfs_io_fsync_admit(struct tfs_io *io)
 {
-	int rc = fault_gate(io, TFS_IO_OP_FSYNC);
+	return fault_gate(io, TFS_IO_OP_FSYNC);
+}
 
-	return rc < 0 ? rc : tfs__sync_fsync(fd, datasync);
+int tfs_io_fsync_admitted(int fd, bool datasync)
+{
+	return tfs__sync_fsync(fd, datasync);
 }
 
 int tfs_io_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int n)

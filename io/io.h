@@ -82,9 +82,13 @@ int tfs_io_writev(struct tfs_io *io, int fd, const struct iovec *iov, int iovcnt
 int tfs_io_write(struct tfs_io *io, int fd, const void *buf, size_t len, uint64_t off);
 /* fdatasync (datasync) or fsync. */
 int tfs_io_fsync(struct tfs_io *io, int fd, bool datasync);
-/* The same as a plain system call on either backend: for a thread that makes one
- * call and exits, to which a ring of its own would cost more than the call. */
-int tfs_io_fsync_plain(struct tfs_io *io, int fd, bool datasync);
+/* An fsync in two halves, for one issued on a thread of its own (a background
+ * flush): tfs_io_fsync_admit passes the fault gate (0, a fault's errno, or the
+ * crash) in the caller, so that a fault spec's n-th operation does not depend
+ * on when the thread runs; tfs_io_fsync_admitted then makes the plain system
+ * call on that thread (a ring of its own would cost more than the call). */
+int tfs_io_fsync_admit(struct tfs_io *io);
+int tfs_io_fsync_admitted(int fd, bool datasync);
 
 /* One file of tfs_io_fsync_all. */
 struct tfs_io_fsync_req {

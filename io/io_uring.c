@@ -13,6 +13,7 @@
  * durable through the ring.
  */
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,17 +123,34 @@ static struct tfs__ring *thread_ring(struct tfs_io *io, int *err)
 	return r;
 }
 
-/* Submits what is queued and reaps exactly n completions into res[]. */
+/* Drops the calling thread's ring, whose queue may hold requests it could not
+ * submit: the thread's next request makes a new one. Nothing submitted is in
+ * flight (the caller reaped it). */
+static void ring_drop(struct tfs_io *io, struct tfs__ring *r)
+{
+	pthread_setspecific(io->ring_key, NULL);
+	tfs__uring_thread_exit(r);
+}
+
+#define NOT_DONE INT_MIN   /* res[] of a request the ring did not complete */
+
+/* Submits the n requests queued (user_data 0..n-1) and reaps their
+ * completions into res[], without waiting for more than were submitted.
+ * Returns 0 when all n completed; otherwise a negative errno, the requests not
+ * completed left NOT_DONE, and the ring must be dropped (ring_drop): what it
+ * did not submit would go with the next call. */
 static int submit_reap(struct io_uring *ring, int n, int *res)
 {
-	int rc, i;
+	int submitted, rc = 0, i;
 
+	for (i = 0; i < n; i++)
+		res[i] = NOT_DONE;
 	do {
-		rc = io_uring_submit_and_wait(ring, (unsigned)n);
-	} while (rc == -EINTR);
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < n; i++) {
+		submitted = io_uring_submit(ring);
+	} while (submitted == -EINTR);
+	if (submitted < 0)
+		return submitted;
+	for (i = 0; i < submitted; i++) {
 		struct io_uring_cqe *cqe;
 		do {
 			rc = io_uring_wait_cqe(ring, &cqe);
@@ -140,10 +158,13 @@ static int submit_reap(struct io_uring *ring, int n, int *res)
 		if (rc < 0)
 			return rc;
 		/* user_data carries the request's index so links reaped in any order land right */
-		res[cqe->user_data] = cqe->res;
+		if (cqe->user_data < (uint64_t)n)
+			res[cqe->user_data] = cqe->res;
+		else
+			rc = -EIO;                  /* not ours: the ring is out of step */
 		io_uring_cqe_seen(ring, cqe);
 	}
-	return 0;
+	return rc < 0 ? rc : submitted == n ? 0 : -EIO;
 }
 
 ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64_t off)
@@ -158,11 +179,17 @@ ssize_t tfs__uring_read(struct tfs_io *io, int fd, void *buf, size_t len, uint64
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
 		unsigned chunk = len - done > (1u << 30) ? (1u << 30) : (unsigned)(len - done);
 
+		if (!sqe) {
+			ring_drop(io, r);
+			return -EAGAIN;
+		}
 		io_uring_prep_read(sqe, fd, (char *)buf + done, chunk, off + done);
 		sqe->user_data = 0;
 		rc = submit_reap(&r->ring, 1, &res);
-		if (rc < 0)
+		if (rc < 0) {
+			ring_drop(io, r);
 			return rc;
+		}
 		if (res == -EINTR || res == -EAGAIN)
 			continue;
 		if (res < 0)
@@ -183,11 +210,18 @@ int tfs__uring_fsync(struct tfs_io *io, int fd, bool datasync)
 	if (!r)
 		return err;
 	sqe = io_uring_get_sqe(&r->ring);
+	if (!sqe) {
+		ring_drop(io, r);
+		return tfs__sync_fsync(fd, datasync);
+	}
 	io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
 	sqe->user_data = 0;
 	rc = submit_reap(&r->ring, 1, &res);
-	if (rc < 0)
-		return rc;
+	if (rc < 0) {
+		ring_drop(io, r);
+		if (res == NOT_DONE)
+			return tfs__sync_fsync(fd, datasync);   /* it never reached the disk */
+	}
 	return res < 0 ? res : 0;
 }
 
@@ -208,6 +242,10 @@ void tfs__uring_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int 
 				continue;
 			}
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+			if (!sqe) {
+				reqs[i].result = tfs__sync_fsync(reqs[i].fd, reqs[i].datasync);
+				continue;
+			}
 			io_uring_prep_fsync(sqe, reqs[i].fd,
 			                    reqs[i].datasync ? IORING_FSYNC_DATASYNC : 0);
 			sqe->user_data = (uint64_t)k;
@@ -215,7 +253,15 @@ void tfs__uring_fsync_all(struct tfs_io *io, struct tfs_io_fsync_req *reqs, int 
 		}
 		if (k > 0)
 			rc = submit_reap(&r->ring, k, res);
+		if (rc < 0) {
+			/* the ring took them only in part: what it did not complete is
+			 * done here, one at a time, and the thread gets a new ring */
+			ring_drop(io, r);
+			r = thread_ring(io, &err);
+		}
 		for (int j = 0; j < k; j++)
-			reqs[idx[j]].result = rc < 0 ? rc : res[j] < 0 ? res[j] : 0;
+			reqs[idx[j]].result = res[j] == NOT_DONE
+			                      ? tfs__sync_fsync(reqs[idx[j]].fd, reqs[idx[j]].datasync)
+			                      : res[j] < 0 ? res[j] : 0;
 	}
 }

@@ -429,7 +429,7 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 	struct produce_hook hook;
 	tfs_offset_t first = -1;
 	int16_t err = E_NONE;
-	int rc;
+	int rc = 0;
 
 	*base = -1;
 	*log_start = -1;
@@ -453,13 +453,16 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 	           tfs_batch_codec(&h) == TFS_CODEC_ZSTD && ctx->api_version < 7) {
 		err = E_UNSUPPORTED_COMPRESSION_TYPE;
 	} else if (!may_delete_keys(ctx, t) &&
-	           tfs_batch_has_tombstone(p->records.p, p->records.len) > 0) {
+	           (rc = tfs_batch_has_tombstone(p->records.p, p->records.len)) > 0) {
 		/* rm's rule in a sticky topic: its keys are its owner's (a batch that
 		 * does not decode is the engine's to refuse, with its error) */
 		err = E_TOPIC_AUTHORIZATION_FAILED;
 		tfs_log_warn("kafka", "produce to %s/%d refused: a tombstone from uid %d in a sticky "
 		             "topic it does not own", name, (int)p->index,
 		             ctx->peer->local ? (int)ctx->peer->uid : -1);
+	} else if (rc == -ENOMEM) {
+		err = E_KAFKA_STORAGE_ERROR;    /* not looked at, so not let through */
+		tfs_log_warn("kafka", "produce to %s/%d refused: out of memory", name, (int)p->index);
 	} else {
 		hook = (struct produce_hook){ ctx, t, p->index };
 		/* the frame is this connection's own buffer: the engine may stamp it */

@@ -391,6 +391,15 @@ int tfs__plog_roll_locked(struct tfs_plog *pl)
 		req[n++] = (struct tfs_io_fsync_req){ .fd = snap };
 	rc = tfs_io_fsync_all(pl->env.io, req, n);
 	tfs_segment_fd_put(old);
+	if (req[0].result < 0) {
+		/* the kernel may have dropped the dirty pages with the error, and a
+		 * later fdatasync would then succeed over a hole: no later roll may
+		 * trust the .log, so nothing more is appended until a remount */
+		pl->failed = req[0].result;
+		tfs_log_error("plog", "cannot fsync %s/%020" PRId64 ".log: %s; partition is "
+		              "read-only until remount", pl->path, old->base_offset,
+		              tfs_strerror(req[0].result));
+	}
 	if (rc < 0 && req[0].result == 0 && req[1].result == 0 && req[2].result == 0)
 		rc = 0;          /* only the snapshot's failed: it is dropped below */
 	if (rc < 0)
@@ -404,25 +413,33 @@ int tfs__plog_roll_locked(struct tfs_plog *pl)
 	rc = tfs_segment_commit_indexes(old, dirfd, idx);
 	if (rc < 0)
 		goto fail;
+	nl = tfs__seglist_alloc(pl->segs->count + 1);
+	if (!nl) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	rc = tfs_segment_create(pl->env.io, pl->env.fdcache, dirfd, pl->path, pl->end_offset,
 	                        pl->cfg.index_interval_bytes, false, &fresh);
-	if (rc < 0)
+	if (rc < 0) {
+		tfs__seglist_put(nl);
 		goto fail;
+	}
 	if (snap >= 0) {
 		close(snap);
 		snap = -1;
 		if (req[n - 1].result < 0 || tfs__pstate_commit(pl, dirfd, snap_at) < 0)
 			tfs__pstate_unstage(dirfd, snap_at);   /* logged where it failed */
 	}
-	/* the renames and the creation, durable at once */
+	/* the renames and the creation, durable at once. Past the creation a
+	 * failure cannot go back: the next segment's file may be on disk, and the
+	 * old segment taking offsets past its base would hide them from the next
+	 * open, so the partition takes nothing more until a remount */
 	rc = tfs_io_fsync_dir(pl->env.io, dirfd);
 	if (rc < 0) {
-		tfs_log_error("plog", "cannot fsync %s: %s", pl->path, tfs_strerror(rc));
-		goto fail;
-	}
-	nl = tfs__seglist_alloc(pl->segs->count + 1);
-	if (!nl) {
-		rc = -ENOMEM;
+		tfs_log_error("plog", "cannot fsync %s: %s; partition is read-only until remount",
+		              pl->path, tfs_strerror(rc));
+		pl->failed = rc;
+		tfs__seglist_put(nl);
 		goto fail;
 	}
 	for (int i = 0; i < pl->segs->count; i++)
@@ -1192,6 +1209,8 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 		 * the partition stay: only those a pending put may precede */
 		tfs_tombs_prune(pl->tombs, marks->floor);
 		pl->tombs_kept = tfs_tombs_count(pl->tombs);
+		if (pl->tombs_kept == 0)
+			tfs_tombs_clear(&pl->tombs);    /* back to the fast path */
 	}
 	pthread_rwlock_unlock(&pl->lock);
 	if (failed)

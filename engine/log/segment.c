@@ -715,7 +715,7 @@ static void *flush_main(void *arg)
 
 	if (fd < 0)
 		return (void *)(intptr_t)fd;
-	rc = tfs_io_fsync_plain(s->io, fd, true);    /* this thread ends after it */
+	rc = s->flush_admit < 0 ? s->flush_admit : tfs_io_fsync_admitted(fd, true);
 	tfs_fdcache_put(s->fdcache, &s->log);
 	return (void *)(intptr_t)rc;
 }
@@ -748,6 +748,8 @@ void tfs_segment_flush_ahead(struct tfs_segment *s, int64_t flush_ahead_bytes)
 
 	if (size - s->flush_mark < flush_ahead_bytes || !flush_join(s, false))
 		return;
+	/* the fault gate here, in the appender: sweeps count it at a fixed step */
+	s->flush_admit = tfs_io_fsync_admit(s->io);
 	tfs_segment_ref(s);
 	if (pthread_create(&s->flush_thread, NULL, flush_main, s) != 0) {
 		tfs_segment_unref(s);

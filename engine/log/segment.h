@@ -119,6 +119,7 @@ struct tfs_segment {
 	pthread_t flush_thread;
 	bool flush_running;                /* flush_thread started and not yet joined */
 	int flush_err;                     /* first failure of a background flush; sticky */
+	int flush_admit;                   /* the running flush's fault gate (io.h) */
 	tfs_pos_t flush_mark;              /* committed size the last flush started at */
 
 	/* What consumer lag counts in this segment's batches (lag.c), built on the

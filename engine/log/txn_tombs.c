@@ -102,11 +102,17 @@ bool tfs_tombs_after(const struct tfs_tombs *t, struct tfs_slice key, uint64_t h
 void tfs_tombs_prune(struct tfs_tombs *t, tfs_offset_t below)
 {
 	struct tfs_tombs kept = { 0 };
+	size_t left = 0;
 
 	if (!t)
 		return;
-	/* rebuilt in place of deleting: linear probing has no cheap delete */
-	kept.nslots = t->nslots;
+	for (size_t i = 0; i < t->nslots; i++)
+		left += t->slot[i].key && t->slot[i].offset >= below;
+	/* rebuilt in place of deleting (linear probing has no cheap delete), at
+	 * most a quarter full, so that a prune after a big one costs little */
+	kept.nslots = TOMBS_FIRST_SLOTS;
+	while (kept.nslots < 4 * left)
+		kept.nslots *= 2;
 	kept.slot = calloc(kept.nslots, sizeof(struct tomb));
 	if (!kept.slot)
 		return;                     /* kept whole: only memory is lost */

@@ -1082,6 +1082,42 @@ static void a_roll_after_a_failed_background_flush_fails_and_creates_nothing(voi
 	free(keys);
 }
 
+/* A roll that fails after it created the next segment's file (here its
+ * directory fsync) cannot be taken back: the partition takes nothing more
+ * until it is reopened. Were a smaller append let into the old segment, at
+ * offsets past the new file's base, the next open would hide it as damage and
+ * hand its offsets out again. Every acknowledged record reads after a reopen. */
+static void a_roll_that_fails_past_the_next_segment_takes_nothing_more(void **state)
+{
+	struct fx *f = *state;
+	char big[3000], mid[2001] = { 0 };
+	struct tfs_append_rec r = { .key = tfs_slice_make("k", 1) };
+	struct tfs_plog_stats st;
+
+	memset(big, 'b', sizeof(big));
+	memset(mid, 'm', sizeof(mid) - 1);
+	f->cfg.segment_bytes = 4096;
+	f->pl = open_pl(f);
+	r.value = tfs_slice_make(mid, strlen(mid));
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);      /* 0 */
+	/* the roll's fsyncs: the .log, its two indexes and the producer snapshot
+	 * together, then the directory's, the fifth */
+	assert_int_equal(tfs_io_set_fault(f->io, "fsync:5:EIO"), 0);
+	r.value = tfs_slice_make(big, sizeof(big));
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), -EIO);
+	tfs_io_set_fault(f->io, NULL);
+	r.value = tfs_slice_make("small", 5);                 /* it would fit the old one */
+	assert_true(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL) < 0);
+	tfs_plog_close(f->pl);
+	f->pl = open_pl(f);
+	assert_int_equal(tfs_plog_damage(f->pl, NULL, 0), 0);
+	tfs_plog_stats(f->pl, &st);
+	assert_int_equal(st.log_end_offset, 1);
+	assert_value(f->pl, "k", mid);
+	r.value = tfs_slice_make("after", 5);                 /* writable again */
+	assert_int_equal(tfs_plog_append(f->pl, &r, 1, false, NULL, NULL), 0);
+}
+
 /* ---- crashes ---- */
 
 /* The crash sweep's workload: twelve durable appends of k = "v<i>" over small
@@ -1226,6 +1262,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(big_zstd_units_survive_level_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_failed_background_flush_fails_later_syncs, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_roll_after_a_failed_background_flush_fails_and_creates_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_roll_that_fails_past_the_next_segment_takes_nothing_more, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(many_partitions_share_a_small_fd_cache, setup, teardown),
 	};
