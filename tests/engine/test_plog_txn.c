@@ -401,7 +401,7 @@ static void two_commits_in_one_group_keep_a_tombstone(void **state)
  * transaction, so the removals noted are pruned as they pile up (past 1024),
  * never those a pending put may precede. Every such key stays deleted, also
  * after a reopen. */
-#define CHAIN 1300
+#define CHAIN 1100
 
 static void overlapping_transactions_prune_what_they_no_longer_need(void **state)
 {

@@ -8,7 +8,7 @@
 #
 # Usage: tests/fuzz/run.sh              Ends with "fuzz: N passed, M failed".
 # Environment:
-#   FUZZ_SECONDS    seconds per harness (default 40)
+#   FUZZ_SECONDS    seconds per harness (default 35)
 #   FUZZ_PAR        harnesses run at once (default: nproc)
 #   FUZZ_ONLY       space-separated harness names to run (default: all), e.g. "bulk opts"
 #   FUZZ_BUILD_DIR  the clang build (default build-fuzz; configured here if needed)
@@ -18,7 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-seconds=${FUZZ_SECONDS:-40}
+seconds=${FUZZ_SECONDS:-35}
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 artifacts=${FUZZ_ARTIFACTS:-$(mktemp -d /tmp/tfs-fuzz-artifacts.XXXXXX)}
