@@ -357,26 +357,20 @@ struct scan_ctx {
 	size_t ntxn, captxn;
 	size_t nopen;                   /* of which with an open transaction */
 	struct tfs_tombs *tombs;        /* removals while one is (txn_tombs.h) */
-	size_t tombs_kept;              /* their count after the last prune */
 };
 
-/* As the appends prune theirs (partition_log.c). */
-#define SCAN_TOMBS_PRUNE_MIN 1024
-
-/* Forgets the removals no open transaction's put can precede, once they have
- * doubled since the last time. */
+/* Forgets the removals no open transaction's put can precede, as the appends
+ * do (partition_log.c), when the set is due. */
 static void tombs_maybe_prune(struct scan_ctx *sc)
 {
 	tfs_offset_t floor = INT64_MAX;
-	size_t n = tfs_tombs_count(sc->tombs);
 
-	if (n < SCAN_TOMBS_PRUNE_MIN || n <= 2 * sc->tombs_kept)
+	if (!tfs_tombs_prune_due(sc->tombs))
 		return;
 	for (size_t i = 0; i < sc->ntxn; i++)
 		if (sc->txn[i].first >= 0 && sc->txn[i].first < floor)
 			floor = sc->txn[i].first;
-	tfs_tombs_prune(sc->tombs, floor);
-	sc->tombs_kept = tfs_tombs_count(sc->tombs);
+	tfs_tombs_prune(&sc->tombs, floor);
 }
 
 static int pending_push(struct pending_keys *pk, struct tfs_slice key, bool remove,
@@ -501,10 +495,8 @@ static int txn_end(struct tfs_plog *pl, struct scan_ctx *sc, struct scan_txn *t,
 		rc = tfs_segment_add_aborted(seg, &a);
 	}
 	if (type == TFS_CONTROL_COMMIT || type == TFS_CONTROL_ABORT) {
-		if (t->first >= 0 && --sc->nopen == 0) {
+		if (t->first >= 0 && --sc->nopen == 0)
 			tfs_tombs_clear(&sc->tombs);
-			sc->tombs_kept = 0;
-		}
 		t->first = -1;
 		t->keys.n = 0;
 		t->alen = 0;

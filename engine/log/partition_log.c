@@ -713,10 +713,6 @@ struct txn_marks {
 	tfs_offset_t floor;
 };
 
-/* Tombs of a partition kept past this many are pruned below a group's floor,
- * each time their count has doubled since the last prune. */
-#define TOMBS_PRUNE_MIN 1024
-
 /* Encodes, writes and publishes the group's n waiters from head: the batches,
  * their index entries, the committed size and the end offset, but not the key
  * directory (keydir_phase, after the queue is handed on). Leader only; called
@@ -1200,18 +1196,12 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, marks->during) < 0)
 			failed = true;
 	}
-	if (written >= 0 && !marks->after) {
+	if (written >= 0 && !marks->after)
 		tfs_tombs_clear(&pl->tombs);
-		pl->tombs_kept = 0;
-	} else if (tfs_tombs_count(pl->tombs) >= TOMBS_PRUNE_MIN &&
-	           tfs_tombs_count(pl->tombs) > 2 * pl->tombs_kept) {
+	else if (tfs_tombs_prune_due(pl->tombs))
 		/* a transaction left open for long must not make every removal of
 		 * the partition stay: only those a pending put may precede */
-		tfs_tombs_prune(pl->tombs, marks->floor);
-		pl->tombs_kept = tfs_tombs_count(pl->tombs);
-		if (pl->tombs_kept == 0)
-			tfs_tombs_clear(&pl->tombs);    /* back to the fast path */
-	}
+		tfs_tombs_prune(&pl->tombs, marks->floor);
 	pthread_rwlock_unlock(&pl->lock);
 	if (failed)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",

@@ -43,7 +43,6 @@ struct tfs_plog {
 	struct tfs_keydir *kd;
 	struct tfs_tombs *tombs;            /* removals while a transaction is open
 	                                     * (txn_tombs.h); the keydir phase's */
-	size_t tombs_kept;                  /* their count after the last prune */
 	struct tfs_seglist *segs;
 	struct tfs_pstate *pstate;          /* its own lock; changed by the leader */
 	tfs_offset_t end_offset;            /* next offset to assign */

@@ -24,6 +24,7 @@ struct tfs_tombs {
 	struct tomb *slot;
 	size_t nslots;                  /* a power of two */
 	size_t count;
+	size_t kept;                    /* count after the last prune */
 };
 
 static struct tomb *find(const struct tfs_tombs *t, struct tfs_slice key, uint64_t hash)
@@ -41,7 +42,7 @@ static struct tomb *find(const struct tfs_tombs *t, struct tfs_slice key, uint64
 static int grow(struct tfs_tombs *t)
 {
 	size_t n = t->nslots ? t->nslots * 2 : TOMBS_FIRST_SLOTS;
-	struct tfs_tombs bigger = { calloc(n, sizeof(struct tomb)), n, t->count };
+	struct tfs_tombs bigger = { calloc(n, sizeof(struct tomb)), n, t->count, t->kept };
 
 	if (!bigger.slot)
 		return -ENOMEM;
@@ -99,9 +100,14 @@ bool tfs_tombs_after(const struct tfs_tombs *t, struct tfs_slice key, uint64_t h
 	return s->key && s->offset > offset;
 }
 
-void tfs_tombs_prune(struct tfs_tombs *t, tfs_offset_t below)
+bool tfs_tombs_prune_due(const struct tfs_tombs *t)
 {
-	struct tfs_tombs kept = { 0 };
+	return t && t->count >= TFS_TOMBS_PRUNE_MIN && t->count > 2 * t->kept;
+}
+
+void tfs_tombs_prune(struct tfs_tombs **tp, tfs_offset_t below)
+{
+	struct tfs_tombs *t = *tp, kept = { 0 };
 	size_t left = 0;
 
 	if (!t)
@@ -128,7 +134,10 @@ void tfs_tombs_prune(struct tfs_tombs *t, tfs_offset_t below)
 		kept.count++;
 	}
 	free(t->slot);
+	kept.kept = kept.count;
 	*t = kept;
+	if (t->count == 0)
+		tfs_tombs_clear(tp);
 }
 
 void tfs_tombs_clear(struct tfs_tombs **tp)

@@ -34,9 +34,13 @@ int tfs_tombs_note(struct tfs_tombs **t, struct tfs_slice key, uint64_t hash, tf
 /* Whether key was noted as removed at an offset above offset. t may be NULL. */
 bool tfs_tombs_after(const struct tfs_tombs *t, struct tfs_slice key, uint64_t hash,
                      tfs_offset_t offset);
+/* Whether the set is due a prune: past TFS_TOMBS_PRUNE_MIN removals and twice
+ * what the last prune kept, so that pruning costs O(1) a note over time. */
+#define TFS_TOMBS_PRUNE_MIN 1024
+bool tfs_tombs_prune_due(const struct tfs_tombs *t);
 /* Forgets the removals below offset: once no put still to be committed can
- * precede them, they can drop nothing. NULL ok. */
-void tfs_tombs_prune(struct tfs_tombs *t, tfs_offset_t below);
+ * precede them, they can drop nothing. An emptied set is freed (*t NULL). */
+void tfs_tombs_prune(struct tfs_tombs **t, tfs_offset_t below);
 /* Forgets everything and frees the set (*t becomes NULL). */
 void tfs_tombs_clear(struct tfs_tombs **t);
 /* Keys noted (0 for NULL). */

@@ -1160,7 +1160,9 @@ static void tombs_keep_the_newest_removal_and_prune_below(void **state)
 	assert_true(tfs_tombs_after(t, tfs_slice_make("", 0), 42, 29));
 	assert_false(tfs_tombs_after(t, tfs_slice_make("z", 1), 42, 0));
 	/* below 1500: the older half goes, k7 (moved to 5000) and the rest stay */
-	tfs_tombs_prune(t, 1500);
+	assert_true(tfs_tombs_prune_due(t));
+	tfs_tombs_prune(&t, 1500);
+	assert_false(tfs_tombs_prune_due(t));
 	assert_int_equal(tfs_tombs_count(t), 1500 + 1);
 	for (int i = 0; i < 3000; i++) {
 		snprintf(k, sizeof(k), "k%d", i);
