@@ -409,10 +409,7 @@ struct produce_topic {
 	struct produce_part *parts;
 };
 
-/* Whether the connection's user may delete t's keys: the partition directory
- * and its keys have the topic's owner and mode, so rm's sticky rule comes down
- * to owning the topic. */
-static bool may_delete_keys(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t)
+bool tfs__kafka_sticky_topic_ok(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t)
 {
 	struct tfs_topic_meta m;
 
@@ -452,7 +449,7 @@ static int16_t produce_one(struct tfs_kafka_ctx *ctx, const char *name, bool nam
 	} else if (tfs_batch_header_decode(p->records.p, p->records.len, &h, NULL) == 0 &&
 	           tfs_batch_codec(&h) == TFS_CODEC_ZSTD && ctx->api_version < 7) {
 		err = E_UNSUPPORTED_COMPRESSION_TYPE;
-	} else if (!may_delete_keys(ctx, t) &&
+	} else if (!tfs__kafka_sticky_topic_ok(ctx, t) &&
 	           (rc = tfs_batch_has_tombstone(p->records.p, p->records.len)) > 0) {
 		/* rm's rule in a sticky topic: its keys are its owner's (a batch that
 		 * does not decode is the engine's to refuse, with its error) */

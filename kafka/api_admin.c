@@ -182,7 +182,6 @@ static struct tfs_topic *resource_topic(struct tfs_kafka_ctx *ctx, const struct 
 {
 	struct name_buf nb;
 	struct tfs_topic *t;
-	struct tfs_topic_meta m;
 
 	if (!tfs__kafka_topic_name(rs->name, &nb) || !tfs_topic_name_valid(nb.s)) {
 		*err = E_INVALID_TOPIC;
@@ -199,9 +198,8 @@ static struct tfs_topic *resource_topic(struct tfs_kafka_ctx *ctx, const struct 
 		*msg = "no such topic";
 		return NULL;
 	}
-	tfs_topic_get_meta(t, &m);
 	if (!tfs__kafka_may_topic(ctx, t, want) ||
-	    (want == MAY_WRITE && !tfs__kafka_sticky_ok(ctx, m.mode, m.uid, m.uid))) {
+	    (want == MAY_WRITE && !tfs__kafka_sticky_topic_ok(ctx, t))) {
 		tfs_topic_unref(t);
 		*err = E_TOPIC_AUTHORIZATION_FAILED;
 		*msg = want == MAY_WRITE ? "no write permission on the topic"

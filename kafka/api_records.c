@@ -83,16 +83,12 @@ static void delete_topic(struct tfs_kafka_ctx *ctx, struct dr_topic *dt)
 		err = E_TOPIC_AUTHORIZATION_FAILED;
 		tfs_log_warn("kafka", "DeleteRecords of %s refused: uid %d may not write the topic",
 		             name.s, (int)ctx->peer->uid);
-	} else {
+	} else if (!tfs__kafka_sticky_topic_ok(ctx, t)) {
 		/* the mount's way is a user.* attribute of the partition directory,
 		 * which the kernel keeps to the owner of a sticky one */
-		struct tfs_topic_meta m;
-		tfs_topic_get_meta(t, &m);
-		if (!tfs__kafka_sticky_ok(ctx, m.mode, m.uid, m.uid)) {
-			err = E_TOPIC_AUTHORIZATION_FAILED;
-			tfs_log_warn("kafka", "DeleteRecords of %s refused: uid %d does not own the "
-			             "sticky topic", name.s, ctx->peer->local ? (int)ctx->peer->uid : -1);
-		}
+		err = E_TOPIC_AUTHORIZATION_FAILED;
+		tfs_log_warn("kafka", "DeleteRecords of %s refused: uid %d does not own the "
+		             "sticky topic", name.s, ctx->peer->local ? (int)ctx->peer->uid : -1);
 	}
 	for (int32_t i = 0; i < dt->n; i++) {
 		struct dr_part *p = &dt->parts[i];

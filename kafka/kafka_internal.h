@@ -306,6 +306,10 @@ bool tfs__kafka_may_root(const struct tfs_kafka_ctx *ctx, int want);
  * change) the entry. True without the bit. A remote connection owns nothing. */
 bool tfs__kafka_sticky_ok(const struct tfs_kafka_ctx *ctx, mode_t dir_mode, uid_t dir_uid,
                           uid_t entry_uid);
+/* That rule inside topic t: its partition directories and keys have the topic's
+ * owner and mode, so deleting keys (a tombstone, DeleteRecords) or changing the
+ * directory's attributes (a config) comes down to owning a sticky topic. */
+bool tfs__kafka_sticky_topic_ok(const struct tfs_kafka_ctx *ctx, struct tfs_topic *t);
 
 /* ---- api_records.c: DeleteRecords ---- */
 enum tfs_kafka_verdict tfs__kafka_delete_records(struct tfs_kafka_ctx *ctx, struct kr *r,
