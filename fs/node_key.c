@@ -52,9 +52,14 @@
  *     are of its version); with no page-cache user open, a reader of another
  *     version takes the pages over without keep_cache (the kernel drops the old
  *     ones at open), after the invalidation its commit queued has been sent;
- *   - a reader of another version while page-cache users are open, and any
- *     reader while a writer handle is open, uses direct_io: every read(2) is
- *     answered from its pinned copy;
+ *   - a reader of another version while page-cache users are open, any
+ *     reader while a writer handle is open, and a reader whose record is no
+ *     longer the newest when it joins, uses direct_io: every read(2) is
+ *     answered from its pinned copy. The last closes a race measured under
+ *     load: the reader reads its record, a commit and a stat land, and the
+ *     stat's reply (the newer length, timeout 0) is still trusted when the
+ *     reader's first read(2) comes within the same kernel clock tick, which
+ *     then ends the old value at the new length;
  *   - while page-cache users are open, every attribute reply reports their
  *     value's length (uncached when it is not the newest), so no stat, ls -l or
  *     lookup moves i_size under them; a reply through a reader's own handle
@@ -589,6 +594,18 @@ int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	return refuse ? retire_for_writer(m, n) : 0;
 }
 
+/* Is offset still key's newest record? A reader that read its record before a
+ * commit and links after it must not read through the page cache: attribute
+ * replies computed in between reported the newer value's length, and the kernel
+ * trusts one even with a zero timeout until its clock ticks (see the top of this
+ * file). Node lock held (the engine's lock comes after it). */
+static bool still_newest(struct tfs_plog *pl, const uint8_t *kb, size_t klen, tfs_offset_t offset)
+{
+	struct tfs_keyinfo info;
+
+	return tfs_plog_lookup(pl, tfs_slice_make(kb, klen), &info) == 0 && info.offset == offset;
+}
+
 static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
                      struct fuse_file_info *fi)
 {
@@ -664,6 +681,8 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->keep_cache = 1;             /* the only version there is (see above) */
 	} else if (!page_cache_allowed_locked(m, n)) {
 		fi->direct_io = 1;              /* a writer may change i_size meanwhile */
+	} else if (!still_newest(pl, kb, klen, h->rec.offset)) {
+		fi->direct_io = 1;              /* the kernel may hold the newer length */
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;
 		fresh = !fi->keep_cache;

@@ -52,6 +52,8 @@ for k, v in stable.items():
 start_leo = leo()
 stop = time.time() + secs
 commits = [0] * NW
+made = {}                  # (writer, seq) -> how it was written, for error reports
+hist = {}                  # own key -> [(seq, length)] of its commits, in order
 counts = {"reads": 0, "lists": 0, "ls": 0}
 
 def writer(w):
@@ -73,9 +75,11 @@ def writer(w):
                 continue
             v = make(w, seq, rnd)
             mode = rnd.randrange(3)
+            made[(w, seq)] = (k, len(v), mode)
             if mode == 0:          # O_TRUNC, value in up to 3 writes
                 fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 cuts = sorted(rnd.sample(range(1, len(v)), min(2, len(v) - 1)))
+                made[(w, seq)] += (cuts,)
                 for a, b in zip([0] + cuts, cuts + [len(v)]):
                     os.write(fd, v[a:b])
             elif mode == 1:        # patch the old value in place, then cut it
@@ -88,6 +92,7 @@ def writer(w):
                 os.fsync(fd)
             os.close(fd)
             commits[w] += 1
+            hist.setdefault(k, []).append((seq, len(v)))
             if k != "shared":
                 last[k] = v
         except OSError as e:
@@ -114,7 +119,17 @@ def reader(r):
         if k in stable and v != stable[k]:
             err("stable key %s changed: %d bytes" % (k, len(v)))
         elif not valid(v):
-            err("torn or uncommitted value of %s: %d bytes, starts %r, ends %r" % (k, len(v), v[:24], v[-12:]))
+            err("torn or uncommitted value of %s: %d bytes, starts %r, ends %r; %s" %
+                (k, len(v), v[:24], v[-12:], explain(k, v)))
+
+def explain(k, v):
+    # what a bad read was: whose value, how it was written, the last lengths of the key
+    try:
+        w, seq = (int(x) for x in v.split(b":", 2)[:2])
+    except ValueError:
+        return "not a value a writer made"
+    return "value %d:%d written as (key, length, mode[, cuts]) %r; last commits of %s (seq, length): %r" % (
+        w, seq, made.get((w, seq)), k, hist.get(k, [])[-6:])
 
 def check_listing(names, how):
     if len(names) != len(set(names)):
