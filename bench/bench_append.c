@@ -41,7 +41,10 @@
  *   records_per_s, mb_per_s (log bytes on disk / s, from tfs_plog_stats
  *   size_bytes), payload_mb_per_s (key + value bytes / s), seconds, log_bytes,
  *   payload_bytes, segments, live_keys, producers (in the partition's producer
- *   state: --idempotent makes one a writer), peak_rss_mb (getrusage ru_maxrss).
+ *   state: --idempotent makes one a writer), peak_rss_mb (getrusage ru_maxrss),
+ *   cpu_cores (this process's CPU seconds, every thread, over the run's seconds)
+ *   and machine_busy_cores (the same for the whole machine from /proc/stat, kernel
+ *   writeback included; other jobs too, so read it on an idle machine).
  * MB is 10^6 bytes, as dd prints it.
  *
  * The data lives in a fresh directory DIR/tfs-bench-XXXXXX (DIR: --dir, default
@@ -495,6 +498,7 @@ int main(int argc, char **argv)
 	size_t producers = 0;
 	uint64_t payload = 0, encoded = 0;
 	double t0, t_joined, secs;
+	struct bench_cpu cpu0, cpu1;
 	int rc, status = 1;
 	bool have_root = false, barrier = false;
 	unsigned started = 0;
@@ -572,6 +576,7 @@ int main(int argc, char **argv)
 		started++;
 	}
 	pthread_barrier_wait(&start);
+	bench_cpu_now(&cpu0);
 	t0 = bench_now_s();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(w[i].thread, NULL);
@@ -580,6 +585,7 @@ int main(int argc, char **argv)
 	for (unsigned p = 0; p < o.partitions && rc == 0; p++)
 		rc = tfs_plog_sync(pls[p]);
 	secs = bench_now_s() - t0;
+	bench_cpu_now(&cpu1);
 	for (unsigned i = 0; i < started; i++) {
 		free(w[i].batches);
 		free(w[i].batch_end);
@@ -616,6 +622,10 @@ int main(int argc, char **argv)
 	printf("live_keys %zu keys\n", st.live_keys);
 	printf("producers %zu producers\n", producers);
 	printf("peak_rss_mb %.1f MB\n", bench_peak_rss_mb());
+	printf("cpu_cores %.2f cores\n", (cpu1.process_s - cpu0.process_s) / secs);
+	if (cpu0.machine_busy_s >= 0 && cpu1.machine_busy_s >= 0)
+		printf("machine_busy_cores %.2f cores\n",
+		       (cpu1.machine_busy_s - cpu0.machine_busy_s) / secs);
 	status = 0;
 out:
 	if (barrier)

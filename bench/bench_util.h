@@ -40,6 +40,36 @@ static inline double bench_peak_rss_mb(void)
 	return (double)ru.ru_maxrss * BENCH_BYTES_PER_KIB / BENCH_BYTES_PER_MB;
 }
 
+/* CPU time: this process's (every thread, user + system) and the whole machine's
+ * busy time (every CPU, from /proc/stat: all but idle and iowait, so kernel
+ * writeback threads count), both in seconds, so that a run can say how many
+ * cores it kept busy. */
+struct bench_cpu {
+	double process_s;
+	double machine_busy_s;          /* negative: /proc/stat unreadable */
+};
+
+static inline void bench_cpu_now(struct bench_cpu *c)
+{
+	struct rusage ru;
+	unsigned long long v[8] = { 0 };
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f;
+
+	getrusage(RUSAGE_SELF, &ru);
+	c->process_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	c->machine_busy_s = -1;
+	f = fopen("/proc/stat", "r");
+	if (!f)
+		return;
+	/* cpu user nice system idle iowait irq softirq steal */
+	if (hz > 0 && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+	                     &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+		c->machine_busy_s = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+	fclose(f);
+}
+
 /* splitmix64: a stateless mix for value pools and random key orders. */
 static inline uint64_t bench_mix64(uint64_t x)
 {

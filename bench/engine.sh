@@ -138,6 +138,7 @@ echo "   commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')
 echo "   data dir $DATA: $(df -PT "$DATA" | awk 'NR == 2 { print $2 " on " $1 }'), build $BUILD"
 echo "   raw outputs: $LOGS"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+NCPU=$(nproc 2>/dev/null || echo 1)
 echo "   load average $LOAD_START"
 
 # The append configs. Each runs REPEAT times, in rounds (every config once per
@@ -392,6 +393,15 @@ for pair in "b1000_w2_p2 $SCALE_TWO_PARTITIONS_TARGET two partitions" \
 	printf '   %-12s %10s records/s vs b1000_w1 %10s: %sx (%s)   target >= %s: %s\n' "$tag" \
 		"$(metric "$f" records_per_s)" "$(metric "$b" records_per_s)" "$ratio" "$what" \
 		"$want" "$target"
+	# What the cores allow: two writers can go at most NCPU / (the cores one keeps
+	# busy) times as fast, whatever the code does, when each costs what one does.
+	c1=$(metric "$b" machine_busy_cores)
+	c2=$(metric "$f" machine_busy_cores)
+	if [[ -n $c1 && -n $c2 ]]; then
+		printf '   %-12s cores busy (whole machine): %s with one writer (%s in the bench process), %s with two (%s); on %s cores the ceiling is %sx\n' \
+			"" "$c1" "$(metric "$b" cpu_cores)" "$c2" "$(metric "$f" cpu_cores)" "$NCPU" \
+			"$(awk -v n="$NCPU" -v c="$c1" 'BEGIN { if (c > 0) printf "%.2f", n / c; else print "-" }')"
+	fi
 done
 
 echo
