@@ -255,6 +255,7 @@ static void node_init_common(struct tfs_node *n)
 {
 	pthread_mutex_init(&n->lock, NULL);
 	n->cache_offset = TFS_OFFSET_NONE;
+	n->attrs_off = TFS_ATTRS_NONE;
 }
 
 int tfs_inode_table_create(const struct tfs_inode_topic_ops *ops, struct tfs_inode_table **out)

@@ -87,6 +87,10 @@ static inline bool tfs_node_kind_named(enum tfs_node_kind kind)
 	       kind == TFS_NODE_GROUP_DIR || kind == TFS_NODE_GROUP_FILE;
 }
 
+/* tfs_node.attrs_off values that are not offsets (node_key.c) */
+#define TFS_ATTRS_NONE TFS_OFFSET_NONE
+#define TFS_ATTRS_MIXED ((tfs_offset_t)-2)
+
 struct tfs_node {
 	/* Immutable after creation. */
 	uint64_t nodeid;
@@ -113,6 +117,11 @@ struct tfs_node {
 	struct tfs_key_handle *readers;   /* KEY: open reading handles */
 	tfs_offset_t cache_offset;    /* KEY: the value whose pages the kernel may hold */
 	uint32_t cache_users;         /* KEY: open handles reading through the page cache */
+	tfs_offset_t attrs_off;       /* KEY: the record whose length every attribute
+	                               * reply since the first page-cache reader's last
+	                               * invalidation carried: TFS_ATTRS_NONE (none
+	                               * since), TFS_ATTRS_MIXED (several, a writer's,
+	                               * or a writer was open), else its offset */
 	uint32_t open_count;          /* open handles of any kind */
 	struct tfs_scratch_file *scratch; /* SCRATCH: the file it names (a reference,
 	                               * dropped when the node is freed) */

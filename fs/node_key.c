@@ -51,19 +51,29 @@
  *   - a reader whose pinned offset is cache_offset gets keep_cache (the pages
  *     are of its version); with no page-cache user open, a reader of another
  *     version takes the pages over without keep_cache (the kernel drops the old
- *     ones at open), after the invalidation its commit queued has been sent;
- *   - a reader of another version while page-cache users are open, any
- *     reader while a writer handle is open, and a reader whose record is no
- *     longer the newest when it joins, uses direct_io: every read(2) is
- *     answered from its pinned copy. The last closes a race measured under
- *     load: the reader reads its record, a commit and a stat land, and the
- *     stat's reply (the newer length, timeout 0) is still trusted when the
- *     reader's first read(2) comes within the same kernel clock tick, which
- *     then ends the old value at the new length;
+ *     ones at open);
+ *   - a reader of another version while page-cache users are open, any reader
+ *     while a writer handle is open, and a reader whose record is no longer the
+ *     newest when it links (a commit landed after it read the record), uses
+ *     direct_io: every read(2) is answered from its pinned copy;
+ *   - the kernel trusts an attribute reply, even one with a zero timeout,
+ *     until its clock ticks, so a reply computed before a reader linked could
+ *     end that reader's first read(2) at a length that was never its value's
+ *     (measured under load: an old value cut at the next one's length). So
+ *     attrs_off keeps which record's length every reply carried since the last
+ *     check (computed under the node lock, the lookup included), MIXED when
+ *     they differ, a writer's length went out or a writer was open (it moves
+ *     i_size by itself). The first page-cache user (cache_users 0 -> 1) whose
+ *     record is not that one sends an attribute invalidation after it linked
+ *     and waits until the kernel has it, before its OPEN reply: the kernel then
+ *     drops every reply requested before it (attr_version) and asks again,
+ *     through the reader's handle, at its first read. A re-read of an unchanged
+ *     value (every reply carried its length) sends nothing;
  *   - while page-cache users are open, every attribute reply reports their
- *     value's length (uncached when it is not the newest), so no stat, ls -l or
- *     lookup moves i_size under them; a reply through a reader's own handle
- *     (the kernel refreshing i_size on its read path) reports its pinned length;
+ *     value's length (uncached when it is not the newest), so no stat, ls -l,
+ *     lookup or direct reader's fstat moves i_size under them; a reply through
+ *     a page-cache reader's own handle (the kernel refreshing i_size on its read
+ *     path), or a direct reader's while none is open, reports its pinned length;
  *   - a writer never shares an inode with page-cache readers. The kernel moves
  *     i_size without asking (an O_TRUNC open sets it to 0, a direct write past it
  *     grows it), and a reader's own GETATTR cannot undo that race: its reply is
@@ -86,7 +96,10 @@
  * rename onto the key) leave page-cache readers on their inode, where attribute
  * replies keep reporting their length, as above. -o direct_reads turns the page
  * cache off for readers altogether. On a read-only mount every reader uses it
- * with keep_cache (there is one version only).
+ * with keep_cache (there is one version only). A MAP_PRIVATE mmap by a direct
+ * reader is served from the shared pages (the kernel fills them through its
+ * handle), so page-cache readers of another version open at the same time may
+ * read its bytes (not measured; documented in README "Reading").
  * Writers always use direct_io (their bytes are not committed, no other handle
  * may see them).
  *
@@ -167,17 +180,30 @@ static struct tfs_key_handle *size_writer_locked(struct tfs_node *n, struct fuse
 	return best;
 }
 
+/* Notes that an attribute reply carries the length of the record at off (or a
+ * writer's: TFS_ATTRS_MIXED), for the next first page-cache reader. Node lock
+ * held. */
+static void note_reported_locked(struct tfs_node *n, tfs_offset_t off)
+{
+	if (off < 0)
+		off = TFS_ATTRS_MIXED;          /* no record's length */
+	if (n->attrs_off == TFS_ATTRS_NONE)
+		n->attrs_off = off;
+	else if (n->attrs_off != off)
+		n->attrs_off = TFS_ATTRS_MIXED;
+}
+
 int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info *fi,
                     struct stat *st)
 {
 	struct tfs_plog *pl = tfs_mount_plog(n);
-	struct tfs_key_handle *reader = NULL, *w;
+	struct tfs_key_handle *reader = NULL, *w, *pc = NULL;
 	struct tfs_keyinfo info;
 	uint8_t kb[TFS_NODE_KEY_CAP];
-	size_t klen, wlen = 0, rlen = 0, plen = 0;
-	int64_t wtime = 0, rtime = 0, ptime = 0;
-	tfs_offset_t poff = TFS_OFFSET_NONE;
-	bool have_w = false, have_open_w = false, have_r = false, have_pc = false, own_w, unlinked;
+	size_t klen, len = 0;
+	int64_t mtime = 0;
+	tfs_offset_t reported = TFS_ATTRS_MIXED;
+	bool have_w = false, have_open_w = false, own_w;
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
@@ -193,6 +219,9 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 		if (h->base.node == n && !h->writer)
 			reader = h;
 	}
+	/* Everything under the node lock, the lookup included: a reader linking as
+	 * the first page-cache user sees every reply computed before it in
+	 * attrs_off, and every reply computed after it sees the reader. */
 	pthread_mutex_lock(&n->lock);
 	klen = tfs_key__copy_locked(n, kb);
 	w = size_writer_locked(n, fi);
@@ -202,67 +231,69 @@ int tfs_key__stat(struct tfs_mount *m, struct tfs_node *n, struct fuse_file_info
 	} else if (w) {
 		have_w = true;
 	}
-	if (w) {
-		wlen = w->len;
-		wtime = w->mtime_ms;
-	}
 	own_w = have_w && fi && fi->fh && tfs_key__of(tfs_fh_of(fi)) == w;
-	if (n->readers) {
-		have_r = true;
-		rlen = n->readers->rec.value_len;
-		rtime = n->readers->rec.timestamp;
+	for (struct tfs_key_handle *h = n->cache_users ? n->readers : NULL; h && !pc; h = h->wnext)
+		if (h->page_cache)
+			pc = h;
+	/* A direct reader's own GETATTR (lseek SEEK_END, fstat) moves the i_size
+	 * page-cache readers share like any other: while they are open, it gets
+	 * their length (below), not its own. */
+	if (reader && !reader->page_cache && pc)
+		reader = NULL;
+	if (have_w && (own_w || (!pc && !reader))) {            /* written, not committed */
+		len = w->len;
+		mtime = w->mtime_ms;
+		rc = TFS_STAT_VOLATILE;
+		goto out;
 	}
-	for (struct tfs_key_handle *h = n->cache_users ? n->readers : NULL; h; h = h->wnext) {
-		if (h->page_cache) {
-			have_pc = true;
-			plen = h->rec.value_len;
-			ptime = h->rec.timestamp;
-			poff = h->rec.offset;
-			break;
-		}
-	}
-	unlinked = n->unlinked;
-	pthread_mutex_unlock(&n->lock);
-
-	if (have_w && (own_w || (!have_pc && !reader))) {      /* written, not committed */
-		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
-		return TFS_STAT_VOLATILE;
-	}
-	rc = unlinked ? -ENOENT : tfs_plog_lookup(pl, tfs_slice_make(kb, klen), &info);
+	rc = n->unlinked ? -ENOENT : tfs_plog_lookup(pl, tfs_slice_make(kb, klen), &info);
 	if (rc < 0 && rc != -ENOENT)
-		return rc;
+		goto out;
 	if (reader && (rc < 0 || info.offset != reader->rec.offset)) {
-		/* The kernel refreshes i_size through a page-cache reader's handle:
-		 * keep it at the pinned value's length. */
-		tfs_stat_file(n, mode, uid, gid, (off_t)reader->rec.value_len, reader->rec.timestamp, st);
-		return TFS_STAT_VOLATILE;
-	}
-	if (have_pc && !reader && (rc < 0 || info.offset != poff)) {
+		/* The kernel refreshes i_size through a reader's handle: keep it at
+		 * the pinned value's length. */
+		len = reader->rec.value_len;
+		mtime = reader->rec.timestamp;
+		reported = reader->rec.offset;
+		rc = TFS_STAT_VOLATILE;
+	} else if (pc && !reader && (rc < 0 || info.offset != pc->rec.offset)) {
 		/* i_size is shared by the inode's handles: while page-cache readers of
 		 * an older value are open, every reply keeps it at their length (see
 		 * the top of this file), uncached, so the newest shows once they close. */
-		tfs_stat_file(n, mode, uid, gid, (off_t)plen, ptime, st);
-		return TFS_STAT_VOLATILE;
-	}
-	if (rc == 0) {
-		tfs_stat_file(n, mode, uid, gid, (off_t)info.value_bytes, info.timestamp, st);
+		len = pc->rec.value_len;
+		mtime = pc->rec.timestamp;
+		reported = pc->rec.offset;
+		rc = TFS_STAT_VOLATILE;
+	} else if (rc == 0) {
+		len = info.value_bytes;
+		mtime = info.timestamp;
+		reported = info.offset;
 		/* An open writer may commit at any moment (a creation or truncation at
 		 * its RELEASE, after close() returned), and the invalidation its commit
 		 * queues reaches the kernel later still: cached, this size would outlive
 		 * the commit (": > k" then stat k showing the old length). */
-		return have_w || have_open_w ? TFS_STAT_VOLATILE : 0;
+		rc = have_w || have_open_w ? TFS_STAT_VOLATILE : 0;
+	} else if (have_open_w) {
+		/* No live record (unlinked, tombstoned, or created and not committed),
+		 * but open handles still name the node: fstat on them must work. */
+		len = w->len;
+		mtime = w->mtime_ms;
+		rc = TFS_STAT_VOLATILE;
+	} else if (n->readers) {
+		len = n->readers->rec.value_len;
+		mtime = n->readers->rec.timestamp;
+		reported = n->readers->rec.offset;
+		rc = TFS_STAT_VOLATILE;
+	} else {
+		rc = -ENOENT;
 	}
-	/* No live record (unlinked, tombstoned, or created and not committed), but
-	 * open handles still name the node: fstat on them must work. */
-	if (have_open_w) {
-		tfs_stat_file(n, mode, uid, gid, (off_t)wlen, wtime, st);
-		return TFS_STAT_VOLATILE;
-	}
-	if (have_r) {
-		tfs_stat_file(n, mode, uid, gid, (off_t)rlen, rtime, st);
-		return TFS_STAT_VOLATILE;
-	}
-	return -ENOENT;
+out:
+	if (rc >= 0)
+		note_reported_locked(n, reported);
+	pthread_mutex_unlock(&n->lock);
+	if (rc >= 0)
+		tfs_stat_file(n, mode, uid, gid, (off_t)len, mtime, st);
+	return rc;
 }
 /* Links h into the node's writers or readers. Node lock held. */
 void tfs_key__link_locked(struct tfs_node *n, struct tfs_key_handle *h)
@@ -493,8 +524,10 @@ void tfs_key__fh_free(struct tfs_mount *m, struct tfs_fh *fh)
 	handle_unlink_locked(n, h);
 	if (h->page_cache)
 		n->cache_users--;
-	if (h->writer)
+	if (h->writer) {
 		n->cache_offset = TFS_OFFSET_NONE;     /* i_size may be the writer's */
+		n->attrs_off = TFS_ATTRS_MIXED;
+	}
 	pthread_mutex_unlock(&n->lock);
 	tfs_fh_unregister(m, fh);
 	tfs_record_copy_release(&h->rec);
@@ -586,6 +619,7 @@ int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	refuse = shares_page_cache_locked(n);
 	if (!refuse) {
 		tfs_key__link_locked(n, h);     /* new readers now use direct_io */
+		n->attrs_off = TFS_ATTRS_MIXED; /* it moves i_size by itself */
 		if (h->pending)
 			h->write_seq = atomic_fetch_add_explicit(&m->stats.write_seq, 1,
 			                                         memory_order_relaxed);
@@ -595,10 +629,9 @@ int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 }
 
 /* Is offset still key's newest record? A reader that read its record before a
- * commit and links after it must not read through the page cache: attribute
- * replies computed in between reported the newer value's length, and the kernel
- * trusts one even with a zero timeout until its clock ticks (see the top of this
- * file). Node lock held (the engine's lock comes after it). */
+ * commit and links after it reads directly: its value is already replaced, and
+ * in the pages it would keep readers of the newest off them until it closes.
+ * Node lock held (the engine's lock comes after it, as in commit_locked). */
 static bool still_newest(struct tfs_plog *pl, const uint8_t *kb, size_t klen, tfs_offset_t offset)
 {
 	struct tfs_keyinfo info;
@@ -613,7 +646,7 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	struct tfs_key_handle *h;
 	uint8_t kb[TFS_NODE_KEY_CAP];
 	size_t klen;
-	bool pending, unlinked, fresh = false;
+	bool pending, unlinked, inval = false;
 	int rc;
 
 	if (!pl) {
@@ -682,10 +715,14 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	} else if (!page_cache_allowed_locked(m, n)) {
 		fi->direct_io = 1;              /* a writer may change i_size meanwhile */
 	} else if (!still_newest(pl, kb, klen, h->rec.offset)) {
-		fi->direct_io = 1;              /* the kernel may hold the newer length */
+		fi->direct_io = 1;              /* replaced since it was read */
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;
-		fresh = !fi->keep_cache;
+		/* the first one: has the kernel been told any other length? */
+		inval = n->cache_users == 0 && n->attrs_off != TFS_ATTRS_NONE &&
+		        n->attrs_off != h->rec.offset;
+		if (inval)
+			n->attrs_off = TFS_ATTRS_NONE;  /* replies from now on count */
 		n->cache_offset = h->rec.offset;
 		n->cache_users++;
 		h->page_cache = true;
@@ -693,10 +730,15 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->direct_io = 1;              /* the pages hold another version */
 	}
 	pthread_mutex_unlock(&n->lock);
-	/* A new version in the pages: the invalidation its commit queued must have
-	 * reached the kernel, so that its first read() asks for the new size. */
-	if (fresh)
+	/* The first page-cache reader, when some reply may have carried another
+	 * length (see the top of this file): an invalidation sent now, after the
+	 * link, makes the kernel drop every attribute reply requested before it and
+	 * ask again through this reader's handle at its first read. Replies
+	 * computed since the link are counted in attrs_off again. */
+	if (inval) {
+		tfs_notify_inode(m->notifier, n->nodeid, 0);
 		tfs_notifier_drain(m->notifier);
+	}
 	fi->noflush = 1;                        /* a reader never commits */
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)

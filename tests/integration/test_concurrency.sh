@@ -263,6 +263,55 @@ c_truncating_writer_readers_ls() {
 	assert_eq clean "$("$T_PY" -c "$FOCUS" "$MNT/c/0" "${T_FOCUS_SECS:-8}")" "reads during O_TRUNC rewrites and ls -l"
 }
 
+# Values replaced without a writer handle (.put commits them) while readers read
+# through the page cache and stat caches lengths: no read may end at another
+# version's length (fs/node_key.c, attrs_off).
+PUTS='
+import os, sys, threading, time, zlib
+part, secs = sys.argv[1], float(sys.argv[2])
+keys = ["p%d" % i for i in range(4)]
+def make(seq):
+    body = (b"%d:" % seq) * (3 + (seq * 7919) % 3000)
+    return body + b"#%08x" % zlib.crc32(body)
+def ok(v):
+    body, sep, crc = v.rpartition(b"#")
+    return bool(sep) and crc == b"%08x" % zlib.crc32(body)
+with open(os.path.join(part, ".put"), "wb") as f:
+    f.write(b"".join(k.encode() + b"\t" + make(0) + b"\n" for k in keys))
+stop, bad, reads = time.time() + secs, [], [0]
+def putter():
+    seq = 0
+    while time.time() < stop:
+        seq += 1
+        with open(os.path.join(part, ".put"), "wb") as f:
+            f.write(keys[seq % 4].encode() + b"\t" + make(seq) + b"\n")
+def reader(r):
+    while time.time() < stop:
+        with open(os.path.join(part, keys[r % 4]), "rb") as f:
+            v = f.read()
+        reads[0] += 1
+        if not ok(v) and len(bad) < 5:
+            bad.append("%d bytes %r...%r" % (len(v), v[:10], v[-10:]))
+def stater():
+    while time.time() < stop:
+        for k in keys:
+            os.stat(os.path.join(part, k))
+ts = [threading.Thread(target=putter), threading.Thread(target=stater)]
+ts += [threading.Thread(target=reader, args=(r,)) for r in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print("clean" if not bad else "%d reads, bad: %s" % (reads[0], "; ".join(bad)))
+'
+
+c_put_readers_stat() {
+	t_mount
+	mkdir "$MNT/c"
+	assert_eq clean "$("$T_PY" -c "$PUTS" "$MNT/c/0" "${T_FOCUS_SECS:-8}")" "reads during .put replacements and stat"
+}
+
 t_test truncating_writer_readers_ls c_truncating_writer_readers_ls
+t_test put_readers_stat c_put_readers_stat
 t_test writers_readers_listers c_writers_readers_listers
 t_done
