@@ -117,6 +117,11 @@ struct tfs_node {
 	struct tfs_key_handle *readers;   /* KEY: open reading handles */
 	tfs_offset_t cache_offset;    /* KEY: the value whose pages the kernel may hold */
 	uint32_t cache_users;         /* KEY: open handles reading through the page cache */
+	uint32_t cache_blocked;       /* KEY: page-cache joins refused meanwhile: a first
+	                               * reader's invalidation not yet delivered, a
+	                               * truncate(2) by path in flight (node_key.c) */
+	bool cache_had_pages;         /* KEY: a page-cache reader has linked (the kernel
+	                               * may hold some version's pages) */
 	tfs_offset_t attrs_off;       /* KEY: the record whose length every attribute
 	                               * reply since the first page-cache reader's last
 	                               * invalidation carried: TFS_ATTRS_NONE (none

@@ -68,7 +68,13 @@
  *     and waits until the kernel has it, before its OPEN reply: the kernel then
  *     drops every reply requested before it (attr_version) and asks again,
  *     through the reader's handle, at its first read. A re-read of an unchanged
- *     value (every reply carried its length) sends nothing;
+ *     value (every reply carried its length) sends nothing. A first reader that
+ *     takes the pages over (no keep_cache) on a node that had page-cache
+ *     readers drops the old pages the same way, before its reply (the kernel's
+ *     own drop comes after it). Until that is sent, readers that come read
+ *     directly (cache_blocked), since they could join with keep_cache; so do
+ *     readers while a truncate(2) by path is in flight (the kernel holds i_size
+ *     unstable until its reply, dropping their GETATTRs);
  *   - while page-cache users are open, every attribute reply reports their
  *     value's length (uncached when it is not the newest), so no stat, ls -l,
  *     lookup or direct reader's fstat moves i_size under them; a reply through
@@ -90,7 +96,12 @@
  *     that the writer sent back does not find new page-cache readers there; a
  *     creation (CREATE names the node in its reply) just takes a fresh node.
  *     A writer's release forgets cache_offset, since i_size may be the writer's.
- * What remains: an open(2) whose retry comes later than SUCCESSOR_HOLD_MS and
+ * O_RDONLY|O_TRUNC truncates on Linux: it opens a writer, like O_WRONLY|O_TRUNC.
+ * What remains: a chmod or utimens (SETATTR without a size) whose reply was
+ * computed before a commit: the kernel writes a SETATTR reply's size without the
+ * attr_version check, so it can undo a first reader's invalidation when it lands
+ * after it (not seen; it needs a chmod racing a commit and a first open).
+ * An open(2) whose retry comes later than SUCCESSOR_HOLD_MS and
  * meets page-cache readers again fails with ESTALE (never seen; the retry is
  * part of the same system call). Changes that open no writer (.put, .append,
  * rename onto the key) leave page-cache readers on their inode, where attribute
@@ -582,7 +593,7 @@ int tfs_key__writer_init(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
  * its way (see the top of this file). Node lock held. */
 static bool page_cache_allowed_locked(const struct tfs_mount *m, const struct tfs_node *n)
 {
-	if (!m->reader_cache || n->writers || n->unlinked || n->retired)
+	if (!m->reader_cache || n->writers || n->unlinked || n->retired || n->cache_blocked)
 		return false;
 	return !n->successor_until_ns || n->successor_until_ns <= tfs_inode_clock_ns();
 }
@@ -646,7 +657,7 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	struct tfs_key_handle *h;
 	uint8_t kb[TFS_NODE_KEY_CAP];
 	size_t klen;
-	bool pending, unlinked, inval = false;
+	bool pending, unlinked, inval = false, drop_pages = false;
 	int rc;
 
 	if (!pl) {
@@ -659,7 +670,9 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+	/* O_RDONLY|O_TRUNC truncates on Linux (the kernel sets i_size to 0 after
+	 * the reply): a writer's open, committing the empty value. */
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		if (m->read_only) {
 			free(h);
 			fuse_reply_err(req, EROFS);
@@ -721,8 +734,15 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		/* the first one: has the kernel been told any other length? */
 		inval = n->cache_users == 0 && n->attrs_off != TFS_ATTRS_NONE &&
 		        n->attrs_off != h->rec.offset;
+		/* pages of another version: gone before this reply, not after it
+		 * (the kernel's own drop at open comes after), since others may
+		 * join with keep_cache as soon as it is answered */
+		drop_pages = !fi->keep_cache && n->cache_had_pages;
 		if (inval)
 			n->attrs_off = TFS_ATTRS_NONE;  /* replies from now on count */
+		if (inval || drop_pages)
+			n->cache_blocked++;     /* others read directly until it is sent */
+		n->cache_had_pages = true;
 		n->cache_offset = h->rec.offset;
 		n->cache_users++;
 		h->page_cache = true;
@@ -734,10 +754,14 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	 * length (see the top of this file): an invalidation sent now, after the
 	 * link, makes the kernel drop every attribute reply requested before it and
 	 * ask again through this reader's handle at its first read. Replies
-	 * computed since the link are counted in attrs_off again. */
-	if (inval) {
-		tfs_notify_inode(m->notifier, n->nodeid, 0);
+	 * computed since the link are counted in attrs_off again. Readers that
+	 * come meanwhile read directly (cache_blocked). */
+	if (inval || drop_pages) {
+		tfs_notify_inode(m->notifier, n->nodeid, drop_pages);
 		tfs_notifier_drain(m->notifier);
+		pthread_mutex_lock(&n->lock);
+		n->cache_blocked--;
+		pthread_mutex_unlock(&n->lock);
 	}
 	fi->noflush = 1;                        /* a reader never commits */
 	fi->fh = (uintptr_t)h;
@@ -1029,6 +1053,7 @@ static int truncate_path(struct tfs_mount *m, struct tfs_node *n, off_t size)
 static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
                         struct stat *attr, int to_set, struct fuse_file_info *fi)
 {
+	bool blocked = false;
 	int rc = 0;
 
 	if (to_set & FUSE_SET_ATTR_SIZE) {
@@ -1055,19 +1080,31 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		} else {
 			pthread_mutex_lock(&n->lock);
 			rc = shares_page_cache_locked(n) ? -ESTALE : 0;
+			if (rc == 0) {
+				/* until its reply has gone out: the kernel holds
+				 * i_size unstable meanwhile, dropping a new reader's
+				 * GETATTR, and writes the reply's size as it comes */
+				n->cache_blocked++;
+				n->attrs_off = TFS_ATTRS_MIXED;
+				blocked = true;
+			}
 			pthread_mutex_unlock(&n->lock);
 			/* truncate(2) looks the path up again after ESTALE */
 			rc = rc < 0 ? retire_for_writer(m, n) :
 			     truncate_path(m, n, attr->st_size);
 		}
-		if (rc < 0) {
-			tfs_reply_err(req, rc, "key");
-			return;
-		}
 	}
 	/* chmod/chown/utimens: accepted without effect (a key has its partition's
 	 * mode), so cp -a and tar into the mount do not fail. */
-	tfs_reply_attr(req, m, n, fi);
+	if (rc < 0)
+		tfs_reply_err(req, rc, "key");
+	else
+		tfs_reply_attr(req, m, n, fi);
+	if (blocked) {
+		pthread_mutex_lock(&n->lock);
+		n->cache_blocked--;
+		pthread_mutex_unlock(&n->lock);
+	}
 }
 
 const struct tfs_node_ops tfs_kind_key = {

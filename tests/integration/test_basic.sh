@@ -92,6 +92,9 @@ c_truncate() {
 	# truncate(2) by path (no open handle).
 	assert_records t/0 1 t_sys truncate "$k" 1
 	assert_cat "$k" a
+	# open(O_RDONLY|O_TRUNC) truncates on Linux: the empty value, one record.
+	assert_records t/0 1 "$T_PY" -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_TRUNC))' "$k"
+	assert_eq 0 "$(stat -c %s "$k")" "size after an O_RDONLY|O_TRUNC open"
 }
 
 c_append_redirect() {
