@@ -218,8 +218,10 @@ def readall(fd):
         out += b
 bad = []
 v = make(b"v0", 900)
-with open(p, "wb") as f:
-    f.write(v)
+# through .put: a writer handle on k would leave its RELEASE queued after close,
+# and a reader opened before it lands reads directly (no inode of its own)
+with open(os.path.join(part, ".put"), "wb") as f:
+    f.write(b"k\t" + v + b"\n")
 r = os.open(p, os.O_RDONLY)
 if readall(r) != v:
     bad.append("first read")
