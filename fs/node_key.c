@@ -52,10 +52,9 @@
  *     are of its version); with no page-cache user open, a reader of another
  *     version takes the pages over without keep_cache (the kernel drops the old
  *     ones at open);
- *   - a reader of another version while page-cache users are open, any reader
- *     while a writer handle is open, and a reader whose record is no longer the
- *     newest when it links (a commit landed after it read the record), uses
- *     direct_io: every read(2) is answered from its pinned copy;
+ *   - a reader of another version while page-cache users are open, and any
+ *     reader while a writer handle is open, uses direct_io: every read(2) is
+ *     answered from its pinned copy;
  *   - the kernel trusts an attribute reply, even one with a zero timeout,
  *     until its clock ticks, so a reply computed before a reader linked could
  *     end that reader's first read(2) at a length that was never its value's
@@ -639,15 +638,13 @@ int tfs_key__link_writer(struct tfs_mount *m, struct tfs_node *n, struct tfs_key
 	return refuse ? retire_for_writer(m, n) : 0;
 }
 
-/* Is offset still key's newest record? A reader that read its record before a
- * commit and links after it reads directly: its value is already replaced, and
- * in the pages it would keep readers of the newest off them until it closes.
- * Node lock held (the engine's lock comes after it, as in commit_locked). */
-static bool still_newest(struct tfs_plog *pl, const uint8_t *kb, size_t klen, tfs_offset_t offset)
+/* Ends one reason to keep readers off n's page cache (cache_blocked). Node not
+ * locked. */
+static void cache_unblock(struct tfs_node *n)
 {
-	struct tfs_keyinfo info;
-
-	return tfs_plog_lookup(pl, tfs_slice_make(kb, klen), &info) == 0 && info.offset == offset;
+	pthread_mutex_lock(&n->lock);
+	n->cache_blocked--;
+	pthread_mutex_unlock(&n->lock);
 }
 
 static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
@@ -727,8 +724,6 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		fi->keep_cache = 1;             /* the only version there is (see above) */
 	} else if (!page_cache_allowed_locked(m, n)) {
 		fi->direct_io = 1;              /* a writer may change i_size meanwhile */
-	} else if (!still_newest(pl, kb, klen, h->rec.offset)) {
-		fi->direct_io = 1;              /* replaced since it was read */
 	} else if (n->cache_users == 0 || n->cache_offset == h->rec.offset) {
 		fi->keep_cache = n->cache_offset == h->rec.offset;
 		/* the first one: has the kernel been told any other length? */
@@ -759,9 +754,7 @@ static void key_open(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 	if (inval || drop_pages) {
 		tfs_notify_inode(m->notifier, n->nodeid, drop_pages);
 		tfs_notifier_drain(m->notifier);
-		pthread_mutex_lock(&n->lock);
-		n->cache_blocked--;
-		pthread_mutex_unlock(&n->lock);
+		cache_unblock(n);
 	}
 	fi->noflush = 1;                        /* a reader never commits */
 	fi->fh = (uintptr_t)h;
@@ -1100,11 +1093,8 @@ static void key_setattr(fuse_req_t req, struct tfs_mount *m, struct tfs_node *n,
 		tfs_reply_err(req, rc, "key");
 	else
 		tfs_reply_attr(req, m, n, fi);
-	if (blocked) {
-		pthread_mutex_lock(&n->lock);
-		n->cache_blocked--;
-		pthread_mutex_unlock(&n->lock);
-	}
+	if (blocked)
+		cache_unblock(n);
 }
 
 const struct tfs_node_ops tfs_kind_key = {
