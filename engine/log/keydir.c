@@ -1,10 +1,14 @@
 /* keydir.c - a partition's key directory: key -> newest record (see keydir.h).
  *
+ * The directory is TFS_KEYDIR_SHARDS shards (keydir.h), each a whole table over
+ * its hash range as described below; a shard's bucket index uses the hash bits
+ * after the top SHARD_BITS, which every key of the shard shares.
+ *
  * Three structures, sized so that a live key costs at most ~48 bytes beyond its own
  * bytes (36 entry + 4..8 bucket + 0..3 arena padding and prefix):
  *
  * Buckets: a power-of-two array of uint32 entry indexes, chosen by the HIGH
- * bucket_bits of the hash. Every chain is sorted by (hash, key bytes), so bucket i
+ * bucket_bits of the hash below the shard's bits. Every chain is sorted by (hash, key bytes), so bucket i
  * holds exactly the hashes of prefix i, and bucket i splits into 2i and 2i+1 (grow)
  * or merges with its sibling (shrink) by cutting or joining a chain in place: no
  * rehash, no reordering, and the iteration order never depends on the table size.
@@ -131,7 +135,7 @@ struct big_key {
 	uint8_t bytes[];
 };
 
-struct tfs_keydir {
+struct shard {
 	uint32_t *buckets;
 	unsigned bucket_bits;
 	size_t count;
@@ -154,6 +158,17 @@ struct tfs_keydir {
 	size_t big_bytes;             /* bytes of their blocks */
 };
 
+/* The directory: one table per shard, the shard chosen by the hash's top
+ * SHARD_BITS bits (keydir.h). Each shard is the whole structure above, over the
+ * keys of its hash range; its bucket index skips the bits every one of its
+ * hashes shares. */
+struct tfs_keydir {
+	struct shard shard[TFS_KEYDIR_SHARDS];
+};
+
+#define SHARD_BITS 1
+_Static_assert(TFS_KEYDIR_SHARDS == 1 << SHARD_BITS, "a shard per value of the top bits");
+
 /* Test hooks, not in keydir.h (tests/engine/test_keydir.c declares them extern): the
  * public functions with the hash given instead of computed, so that tests can force
  * collisions, and the invariant checker (compiled in every build, so that the suite
@@ -168,13 +183,13 @@ int tfs_keydir__check(const struct tfs_keydir *kd);
 
 /* ---- entries ---- */
 
-static inline struct entry *entry_at(const struct tfs_keydir *kd, uint32_t idx)
+static inline struct entry *entry_at(const struct shard *kd, uint32_t idx)
 {
 	return &kd->echunks[idx >> ENTRY_CHUNK_SHIFT][idx & ENTRY_CHUNK_MASK];
 }
 
 /* Chunk pointer arrays hold one more chunk after these (doubling). */
-static int echunk_slots_reserve(struct tfs_keydir *kd)
+static int echunk_slots_reserve(struct shard *kd)
 {
 	uint32_t n = kd->echunk_slots ? kd->echunk_slots * 2 : CHUNK_SLOTS_FIRST;
 	struct entry **p;
@@ -188,7 +203,7 @@ static int echunk_slots_reserve(struct tfs_keydir *kd)
 	return 0;
 }
 
-static int achunk_slots_reserve(struct tfs_keydir *kd)
+static int achunk_slots_reserve(struct shard *kd)
 {
 	uint32_t n = kd->achunk_slots ? kd->achunk_slots * 2 : CHUNK_SLOTS_FIRST;
 	uint8_t **p;
@@ -203,7 +218,7 @@ static int achunk_slots_reserve(struct tfs_keydir *kd)
 }
 
 /* Makes sure entry_take will succeed. Only adds capacity. */
-static int entry_reserve(struct tfs_keydir *kd)
+static int entry_reserve(struct shard *kd)
 {
 	struct entry *chunk;
 	uint32_t n;
@@ -235,7 +250,7 @@ static int entry_reserve(struct tfs_keydir *kd)
 }
 
 /* Takes the slot entry_reserve guaranteed. */
-static uint32_t entry_take(struct tfs_keydir *kd)
+static uint32_t entry_take(struct shard *kd)
 {
 	uint32_t idx = kd->free_head;
 	if (idx != ENTRY_NONE) {
@@ -246,7 +261,7 @@ static uint32_t entry_take(struct tfs_keydir *kd)
 	return kd->entry_top++;
 }
 
-static void entry_release(struct tfs_keydir *kd, uint32_t idx)
+static void entry_release(struct shard *kd, uint32_t idx)
 {
 	struct entry *e = entry_at(kd, idx);
 	e->key_ref = KEY_REF_NONE;
@@ -257,7 +272,7 @@ static void entry_release(struct tfs_keydir *kd, uint32_t idx)
 /* Moves the live entries of the chunks past the first ceil(count / chunk) into free
  * slots below, relinking each chain, then frees those chunks. Allocates nothing, so
  * it cannot fail. Only called when more than half the slots are free. */
-static void entries_compact(struct tfs_keydir *kd, uint32_t *buckets, size_t nbuckets)
+static void entries_compact(struct shard *kd, uint32_t *buckets, size_t nbuckets)
 {
 	uint32_t keep_chunks = (uint32_t)((kd->count + ENTRY_CHUNK_COUNT - 1) >> ENTRY_CHUNK_SHIFT);
 	uint32_t keep = keep_chunks << ENTRY_CHUNK_SHIFT;
@@ -297,7 +312,7 @@ static void entries_compact(struct tfs_keydir *kd, uint32_t *buckets, size_t nbu
 	kd->free_head = low_free;
 }
 
-static void entries_maybe_compact(struct tfs_keydir *kd)
+static void entries_maybe_compact(struct shard *kd)
 {
 	uint32_t free_count = kd->entry_top - (uint32_t)kd->count;
 	/* more than half the slots free and at least one whole chunk to give back */
@@ -309,7 +324,7 @@ static void entries_maybe_compact(struct tfs_keydir *kd)
 
 /* ---- key arena ---- */
 
-static inline uint8_t *arena_at(const struct tfs_keydir *kd, uint32_t ref)
+static inline uint8_t *arena_at(const struct shard *kd, uint32_t ref)
 {
 	return kd->achunks[ref >> ARENA_CHUNK_SHIFT] +
 	       (size_t)(ref & ARENA_CHUNK_MASK) * ARENA_UNIT_BYTES;
@@ -351,7 +366,7 @@ static struct tfs_slice record_key(const uint8_t *rec)
 	return tfs_slice_make(rec + KEY_LONG_PREFIX_BYTES, len);
 }
 
-static inline struct tfs_slice entry_key(const struct tfs_keydir *kd, const struct entry *e)
+static inline struct tfs_slice entry_key(const struct shard *kd, const struct entry *e)
 {
 	return record_key(arena_at(kd, e->key_ref));
 }
@@ -366,7 +381,7 @@ static uint32_t pow2_at_least(uint64_t n, uint32_t min)
 
 /* Allocates `units` contiguous units; on -ENOMEM nothing changed. The returned record
  * is only valid until the next allocation (chunk 0 may move). */
-static int arena_alloc(struct tfs_keydir *kd, uint32_t units, uint32_t *ref)
+static int arena_alloc(struct shard *kd, uint32_t units, uint32_t *ref)
 {
 	uint64_t top = kd->arena_top;
 	uint64_t c = top >> ARENA_CHUNK_SHIFT;
@@ -421,7 +436,7 @@ take:
 }
 
 /* Copies key into the arena (or a big_key block); on -ENOMEM nothing changed. */
-static int key_store(struct tfs_keydir *kd, struct tfs_slice key, uint32_t *ref)
+static int key_store(struct shard *kd, struct tfs_slice key, uint32_t *ref)
 {
 	struct big_key *bk = NULL;
 	size_t prefix, bytes;
@@ -469,7 +484,7 @@ static int key_store(struct tfs_keydir *kd, struct tfs_slice key, uint32_t *ref)
 	return 0;
 }
 
-static void key_free(struct tfs_keydir *kd, uint32_t ref)
+static void key_free(struct shard *kd, uint32_t ref)
 {
 	uint8_t *rec = arena_at(kd, ref);
 	uint32_t units = record_units(rec);
@@ -493,7 +508,7 @@ static void arena_free_chunks(uint8_t **chunks, uint32_t count)
 
 /* Rewrites the live records densely into fresh chunks (in entry order) and frees the
  * old ones. On -ENOMEM nothing changed. */
-static int arena_compact(struct tfs_keydir *kd)
+static int arena_compact(struct shard *kd)
 {
 	uint8_t **chunks = NULL;
 	uint32_t nchunks = 0, first_units, units, off;
@@ -557,7 +572,7 @@ out:
 	return rc;
 }
 
-static void arena_maybe_compact(struct tfs_keydir *kd)
+static void arena_maybe_compact(struct shard *kd)
 {
 	if (kd->dead_units <= kd->live_units || kd->dead_units < ARENA_COMPACT_MIN_UNITS ||
 	    kd->dead_units <= kd->compact_floor_units)
@@ -568,18 +583,19 @@ static void arena_maybe_compact(struct tfs_keydir *kd)
 
 /* ---- buckets ---- */
 
-static inline unsigned bucket_shift(const struct tfs_keydir *kd)
+/* The bucket of hash: the bucket_bits below the shard's bits. */
+static inline size_t bucket_of(const struct shard *kd, uint64_t hash)
 {
-	return HASH_BITS - kd->bucket_bits;
+	return (size_t)((hash << SHARD_BITS) >> (HASH_BITS - kd->bucket_bits));
 }
 
-static inline size_t bucket_count(const struct tfs_keydir *kd)
+static inline size_t bucket_count(const struct shard *kd)
 {
 	return (size_t)1 << kd->bucket_bits;
 }
 
 /* Prefetches both cache lines an entry may straddle (36 bytes, 4-aligned). */
-static inline void entry_prefetch(const struct tfs_keydir *kd, uint32_t idx)
+static inline void entry_prefetch(const struct shard *kd, uint32_t idx)
 {
 	const char *p = (const char *)entry_at(kd, idx);
 	__builtin_prefetch(p);
@@ -595,11 +611,12 @@ static inline void entry_prefetch(const struct tfs_keydir *kd, uint32_t idx)
  * second entry of bucket i - NEXT_AHEAD when its head is a 0 (the split walks
  * past it), while bucket i is cut. At load 1 nine chains in ten are at most two
  * long, so most cuts find their entries in the cache. */
-static void buckets_grow(struct tfs_keydir *kd)
+static void buckets_grow(struct shard *kd)
 {
 	enum { HEAD_AHEAD = 32, NEXT_AHEAD = 16 };
 	size_t n = bucket_count(kd);
-	unsigned bit = HASH_BITS - 1 - kd->bucket_bits; /* the bit the index gains */
+	/* the bit the index gains */
+	unsigned bit = HASH_BITS - 1 - SHARD_BITS - kd->bucket_bits;
 	uint32_t *b, head, prev, cur;
 
 	if (kd->bucket_bits >= BUCKET_MAX_BITS)
@@ -632,7 +649,7 @@ static void buckets_grow(struct tfs_keydir *kd)
 }
 
 /* Halves the table by joining sibling chains (all of 2i sorts before 2i+1). */
-static void buckets_shrink(struct tfs_keydir *kd)
+static void buckets_shrink(struct shard *kd)
 {
 	size_t n = bucket_count(kd) / 2;
 	uint32_t *b, cur;
@@ -668,7 +685,7 @@ static int key_cmp(struct tfs_slice a, struct tfs_slice b)
 }
 
 /* Order of entry e relative to (hash, key): <0 before, 0 same key, >0 after. */
-static int entry_cmp(const struct tfs_keydir *kd, const struct entry *e, uint64_t hash,
+static int entry_cmp(const struct shard *kd, const struct entry *e, uint64_t hash,
                      struct tfs_slice key)
 {
 	if (e->hash != hash)
@@ -678,10 +695,10 @@ static int entry_cmp(const struct tfs_keydir *kd, const struct entry *e, uint64_
 
 /* Finds (hash, key): returns its index or ENTRY_NONE; *prev is the entry before it
  * (or before where it would go), ENTRY_NONE at the head of the chain. */
-static uint32_t find(const struct tfs_keydir *kd, uint64_t hash, struct tfs_slice key,
+static uint32_t find(const struct shard *kd, uint64_t hash, struct tfs_slice key,
                      uint32_t *prev)
 {
-	uint32_t idx = kd->buckets[hash >> bucket_shift(kd)];
+	uint32_t idx = kd->buckets[bucket_of(kd, hash)];
 	int c;
 	*prev = ENTRY_NONE;
 	for (; idx != ENTRY_NONE; idx = entry_at(kd, idx)->next) {
@@ -702,29 +719,24 @@ static void entry_info(const struct entry *e, struct tfs_keyinfo *info)
 	info->value_bytes = e->value_bytes;
 }
 
-/* ---- public ---- */
+/* ---- one shard ---- */
 
-struct tfs_keydir *tfs_keydir_create(void)
+static int shard_init(struct shard *kd)
 {
-	struct tfs_keydir *kd = calloc(1, sizeof *kd);
 	size_t n = (size_t)1 << BUCKET_MIN_BITS;
-	if (!kd)
-		return NULL;
 	kd->buckets = malloc(n * sizeof *kd->buckets);
-	if (!kd->buckets) {
-		free(kd);
-		return NULL;
-	}
+	if (!kd->buckets)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		kd->buckets[i] = ENTRY_NONE;
 	kd->bucket_bits = BUCKET_MIN_BITS;
 	kd->free_head = ENTRY_NONE;
-	return kd;
+	return 0;
 }
 
 /* Frees entries and arena; only when no key is live, or on destroy after the big keys
  * were freed. */
-static void storage_release(struct tfs_keydir *kd)
+static void storage_release(struct shard *kd)
 {
 	for (uint32_t i = 0; i < kd->echunk_count; i++)
 		free(kd->echunks[i]);
@@ -740,12 +752,10 @@ static void storage_release(struct tfs_keydir *kd)
 	kd->arena_top = kd->live_units = kd->dead_units = kd->compact_floor_units = 0;
 }
 
-void tfs_keydir_destroy(struct tfs_keydir *kd)
+static void shard_free(struct shard *kd)
 {
 	struct entry *e;
 	uint8_t *rec;
-	if (!kd)
-		return;
 	for (uint32_t i = 0; kd->big_count && i < kd->entry_top; i++) {
 		e = entry_at(kd, i);
 		if (e->key_ref == KEY_REF_NONE)
@@ -758,16 +768,10 @@ void tfs_keydir_destroy(struct tfs_keydir *kd)
 	}
 	storage_release(kd);
 	free(kd->buckets);
-	free(kd);
 }
 
-uint64_t tfs_keydir_hash(struct tfs_slice key)
-{
-	return XXH3_64bits(key.p, key.len);
-}
-
-int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
-                           const struct tfs_keyinfo *info)
+static int shard_put(struct shard *kd, struct tfs_slice key, uint64_t hash,
+                     const struct tfs_keyinfo *info)
 {
 	uint32_t prev, idx, ref;
 	size_t b;
@@ -800,7 +804,7 @@ int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t
 	e->timestamp = info->timestamp;
 	e->value_bytes = info->value_bytes;
 	e->key_ref = ref;
-	b = hash >> bucket_shift(kd);
+	b = bucket_of(kd, hash);
 	if (prev == ENTRY_NONE) {
 		e->next = kd->buckets[b];
 		kd->buckets[b] = idx;
@@ -818,13 +822,8 @@ int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t
 	return 0;
 }
 
-int tfs_keydir_put(struct tfs_keydir *kd, struct tfs_slice key, const struct tfs_keyinfo *info)
-{
-	return tfs_keydir__put_hashed(kd, key, tfs_keydir_hash(key), info);
-}
-
-void tfs_keydir__remove_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
-                               tfs_offset_t offset)
+static void shard_remove(struct shard *kd, struct tfs_slice key, uint64_t hash,
+                         tfs_offset_t offset)
 {
 	uint32_t prev, idx;
 	struct entry *e;
@@ -836,7 +835,7 @@ void tfs_keydir__remove_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint
 	if (e->offset >= offset)
 		return; /* the tombstone is older than the record we hold */
 	if (prev == ENTRY_NONE)
-		kd->buckets[hash >> bucket_shift(kd)] = e->next;
+		kd->buckets[bucket_of(kd, hash)] = e->next;
 	else
 		entry_at(kd, prev)->next = e->next;
 	kd->key_bytes -= key.len;
@@ -854,13 +853,8 @@ void tfs_keydir__remove_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint
 		buckets_shrink(kd);
 }
 
-void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t offset)
-{
-	tfs_keydir__remove_hashed(kd, key, tfs_keydir_hash(key), offset);
-}
-
-int tfs_keydir__get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
-                           struct tfs_keyinfo *info)
+static int shard_get(const struct shard *kd, struct tfs_slice key, uint64_t hash,
+                     struct tfs_keyinfo *info)
 {
 	uint32_t prev;
 	uint32_t idx = find(kd, hash, key, &prev);
@@ -870,48 +864,52 @@ int tfs_keydir__get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, ui
 	return 1;
 }
 
-int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs_keyinfo *info)
+/* Applies, in order, the changes of ops[0, n) whose hash is in shard s (others
+ * are skipped). Three-stage software pipeline: the bucket slot of the change
+ * BUCKET_AHEAD places on, the chain head entry of the one ENTRY_AHEAD on, and of
+ * the one KEY_AHEAD on what the walk needs next - the head's key record when the
+ * head is the key, the second entry when the key sorts after the head - are
+ * fetched while the current change is applied. A stage reads what the one before
+ * fetched, so the gap between two stages must cover a memory latency (~220 ns on
+ * the VMs we measure, where a change costs ~80 ns): shorter distances measured
+ * 20% slower (bench/bench_open). The distances count places in ops, of which a
+ * shard's are about 1 in TFS_KEYDIR_SHARDS, so they scale with the shard count.
+ * Prefetches are hints, so a table that resizes under them only wastes one. */
+static int shard_apply(struct shard *kd, unsigned s, const struct tfs_keydir_op *ops, size_t n)
 {
-	return tfs_keydir__get_hashed(kd, key, tfs_keydir_hash(key), info);
-}
-
-int tfs_keydir_apply(struct tfs_keydir *kd, const struct tfs_keydir_op *ops, size_t n)
-{
-	/* Three-stage software pipeline: the bucket slot of change i + 32, the
-	 * chain head entry of change i + 16, and of change i + 8 what the walk needs
-	 * next - the head's key record when the head is the key, the second entry
-	 * when the key sorts after the head - are fetched while change i is
-	 * applied. A stage reads what the one before fetched, so the gap between two
-	 * stages must cover a memory latency (~220 ns on the VMs we measure, where a
-	 * change costs ~80 ns): shorter distances measured 20% slower
-	 * (bench/bench_open). Prefetches are hints, so a table that resizes under
-	 * them only wastes one. */
-	enum { BUCKET_AHEAD = 32, ENTRY_AHEAD = 16, KEY_AHEAD = 8 };
+	enum {
+		BUCKET_AHEAD = 32 * TFS_KEYDIR_SHARDS,
+		ENTRY_AHEAD = 16 * TFS_KEYDIR_SHARDS,
+		KEY_AHEAD = 8 * TFS_KEYDIR_SHARDS,
+	};
+	const struct tfs_keydir_op *op;
 	int rc;
 
 	for (size_t i = 0; i < n; i++) {
-		if (i + BUCKET_AHEAD < n)
-			__builtin_prefetch(&kd->buckets[ops[i + BUCKET_AHEAD].hash >> bucket_shift(kd)]);
-		if (i + ENTRY_AHEAD < n) {
-			uint32_t idx = kd->buckets[ops[i + ENTRY_AHEAD].hash >> bucket_shift(kd)];
+		if (i + BUCKET_AHEAD < n && tfs_keydir_shard((op = &ops[i + BUCKET_AHEAD])->hash) == s)
+			__builtin_prefetch(&kd->buckets[bucket_of(kd, op->hash)]);
+		if (i + ENTRY_AHEAD < n && tfs_keydir_shard((op = &ops[i + ENTRY_AHEAD])->hash) == s) {
+			uint32_t idx = kd->buckets[bucket_of(kd, op->hash)];
 			if (idx != ENTRY_NONE)
 				entry_prefetch(kd, idx);
 		}
-		if (i + KEY_AHEAD < n) {
-			uint64_t hash = ops[i + KEY_AHEAD].hash;
-			uint32_t idx = kd->buckets[hash >> bucket_shift(kd)];
+		if (i + KEY_AHEAD < n && tfs_keydir_shard((op = &ops[i + KEY_AHEAD])->hash) == s) {
+			uint32_t idx = kd->buckets[bucket_of(kd, op->hash)];
 			if (idx != ENTRY_NONE) {
 				const struct entry *e = entry_at(kd, idx);
-				if (e->hash == hash && e->key_ref != KEY_REF_NONE)
+				if (e->hash == op->hash && e->key_ref != KEY_REF_NONE)
 					__builtin_prefetch(arena_at(kd, e->key_ref));
-				else if (e->hash < hash && e->next != ENTRY_NONE)
+				else if (e->hash < op->hash && e->next != ENTRY_NONE)
 					entry_prefetch(kd, e->next);
 			}
 		}
-		if (ops[i].remove) {
-			tfs_keydir__remove_hashed(kd, ops[i].key, ops[i].hash, ops[i].info.offset);
+		op = &ops[i];
+		if (tfs_keydir_shard(op->hash) != s)
+			continue;
+		if (op->remove) {
+			shard_remove(kd, op->key, op->hash, op->info.offset);
 		} else {
-			rc = tfs_keydir__put_hashed(kd, ops[i].key, ops[i].hash, &ops[i].info);
+			rc = shard_put(kd, op->key, op->hash, &op->info);
 			if (rc < 0)
 				return rc;
 		}
@@ -919,35 +917,26 @@ int tfs_keydir_apply(struct tfs_keydir *kd, const struct tfs_keydir_op *ops, siz
 	return 0;
 }
 
-size_t tfs_keydir_count(const struct tfs_keydir *kd)
-{
-	return kd->count;
-}
-
-size_t tfs_keydir_memory_bytes(const struct tfs_keydir *kd)
+static size_t shard_memory_bytes(const struct shard *kd)
 {
 	size_t arena_units = 0;
 	if (kd->achunk_count)
 		arena_units = kd->arena_first_units +
 		              (size_t)(kd->achunk_count - 1) * ARENA_CHUNK_UNITS;
-	return sizeof *kd + bucket_count(kd) * sizeof *kd->buckets +
+	return bucket_count(kd) * sizeof *kd->buckets +
 	       (size_t)kd->echunk_slots * sizeof *kd->echunks +
 	       (size_t)kd->entry_cap * sizeof(struct entry) +
 	       (size_t)kd->achunk_slots * sizeof *kd->achunks +
 	       arena_units * ARENA_UNIT_BYTES + kd->big_bytes;
 }
 
-size_t tfs_keydir_key_bytes(const struct tfs_keydir *kd)
-{
-	return kd->key_bytes;
-}
-
-/* The visitor must not change kd (readers hold the partition's read lock). */
-int tfs_keydir_scan(const struct tfs_keydir *kd, bool after_valid, uint64_t after_hash,
-                    tfs_keydir_visit_fn fn, void *arg)
+/* Keys of the shard with a hash > after_hash (after_valid: in the shard's
+ * range), in ascending hash order. */
+static int shard_scan(const struct shard *kd, bool after_valid, uint64_t after_hash,
+                      tfs_keydir_visit_fn fn, void *arg)
 {
 	size_t n = bucket_count(kd);
-	size_t b = after_valid ? (size_t)(after_hash >> bucket_shift(kd)) : 0;
+	size_t b = after_valid ? bucket_of(kd, after_hash) : 0;
 	struct tfs_keyinfo info;
 	const struct entry *e;
 	int rc;
@@ -966,10 +955,7 @@ int tfs_keydir_scan(const struct tfs_keydir *kd, bool after_valid, uint64_t afte
 	return 0;
 }
 
-/* Returns 0, or the number of the first violated invariant: (1)-(3) of keydir.h,
- * (4)-(5) above. (3) is a property of the caller's replay; the tests check it
- * against a reference model. O(count + buckets): for tests and debugging only. */
-int tfs_keydir__check(const struct tfs_keydir *kd)
+static int shard_check(const struct shard *kd, unsigned s)
 {
 	size_t reached = 0, key_bytes = 0, big = 0, free_count = 0;
 	uint64_t live_units = 0;
@@ -984,7 +970,7 @@ int tfs_keydir__check(const struct tfs_keydir *kd)
 			e = entry_at(kd, idx);
 			if (e->key_ref == KEY_REF_NONE)
 				return 4;
-			if ((e->hash >> bucket_shift(kd)) != b)
+			if (bucket_of(kd, e->hash) != b || tfs_keydir_shard(e->hash) != s)
 				return 1;
 			if (prev && entry_cmp(kd, prev, e->hash, entry_key(kd, e)) >= 0)
 				return 1;
@@ -1008,5 +994,149 @@ int tfs_keydir__check(const struct tfs_keydir *kd)
 	if (key_bytes != kd->key_bytes || live_units != kd->live_units || big != kd->big_count ||
 	    kd->live_units + kd->dead_units != kd->arena_top)
 		return 5;
+	return 0;
+}
+
+/* ---- public ---- */
+
+struct tfs_keydir *tfs_keydir_create(void)
+{
+	struct tfs_keydir *kd = calloc(1, sizeof *kd);
+
+	for (unsigned s = 0; kd && s < TFS_KEYDIR_SHARDS; s++) {
+		if (shard_init(&kd->shard[s]) < 0) {
+			tfs_keydir_destroy(kd);
+			return NULL;
+		}
+	}
+	return kd;
+}
+
+void tfs_keydir_destroy(struct tfs_keydir *kd)
+{
+	if (!kd)
+		return;
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		if (kd->shard[s].buckets)
+			shard_free(&kd->shard[s]);
+	free(kd);
+}
+
+uint64_t tfs_keydir_hash(struct tfs_slice key)
+{
+	return XXH3_64bits(key.p, key.len);
+}
+
+int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
+                           const struct tfs_keyinfo *info)
+{
+	return shard_put(&kd->shard[tfs_keydir_shard(hash)], key, hash, info);
+}
+
+int tfs_keydir_put(struct tfs_keydir *kd, struct tfs_slice key, const struct tfs_keyinfo *info)
+{
+	return tfs_keydir__put_hashed(kd, key, tfs_keydir_hash(key), info);
+}
+
+void tfs_keydir__remove_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
+                               tfs_offset_t offset)
+{
+	shard_remove(&kd->shard[tfs_keydir_shard(hash)], key, hash, offset);
+}
+
+void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t offset)
+{
+	tfs_keydir__remove_hashed(kd, key, tfs_keydir_hash(key), offset);
+}
+
+int tfs_keydir__get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
+                           struct tfs_keyinfo *info)
+{
+	return shard_get(&kd->shard[tfs_keydir_shard(hash)], key, hash, info);
+}
+
+int tfs_keydir_get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
+                          struct tfs_keyinfo *info)
+{
+	return tfs_keydir__get_hashed(kd, key, hash, info);
+}
+
+int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs_keyinfo *info)
+{
+	return tfs_keydir__get_hashed(kd, key, tfs_keydir_hash(key), info);
+}
+
+int tfs_keydir_apply_shard(struct tfs_keydir *kd, unsigned shard,
+                           const struct tfs_keydir_op *ops, size_t n)
+{
+	return shard_apply(&kd->shard[shard], shard, ops, n);
+}
+
+int tfs_keydir_apply(struct tfs_keydir *kd, const struct tfs_keydir_op *ops, size_t n)
+{
+	int rc = 0;
+
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
+		int r = shard_apply(&kd->shard[s], s, ops, n);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	return rc;
+}
+
+size_t tfs_keydir_count(const struct tfs_keydir *kd)
+{
+	size_t n = 0;
+
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		n += kd->shard[s].count;
+	return n;
+}
+
+size_t tfs_keydir_memory_bytes(const struct tfs_keydir *kd)
+{
+	size_t n = sizeof *kd;
+
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		n += shard_memory_bytes(&kd->shard[s]);
+	return n;
+}
+
+size_t tfs_keydir_key_bytes(const struct tfs_keydir *kd)
+{
+	size_t n = 0;
+
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		n += kd->shard[s].key_bytes;
+	return n;
+}
+
+/* Shard by shard: shard s holds the hashes with top bits s, so the shards in
+ * index order visit keys in ascending hash. A cursor in shard c skips the
+ * shards below it and resumes within c. The visitor must not change kd. */
+int tfs_keydir_scan(const struct tfs_keydir *kd, bool after_valid, uint64_t after_hash,
+                    tfs_keydir_visit_fn fn, void *arg)
+{
+	unsigned from = after_valid ? tfs_keydir_shard(after_hash) : 0;
+
+	for (unsigned s = from; s < TFS_KEYDIR_SHARDS; s++) {
+		int rc = shard_scan(&kd->shard[s], after_valid && s == from, after_hash, fn, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Returns 0, or the number of the first violated invariant: (1)-(3) of keydir.h,
+ * (4)-(5) above, in any shard (an entry in the wrong shard breaks (1)). (3) is a
+ * property of the caller's replay; the tests check it against a reference model.
+ * O(count + buckets): for tests and debugging only. */
+int tfs_keydir__check(const struct tfs_keydir *kd)
+{
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
+		int rc = shard_check(&kd->shard[s], s);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }

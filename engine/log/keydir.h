@@ -18,8 +18,14 @@
  * number of entries reachable from the buckets; (3) a key is present iff its newest
  * record is not a tombstone.
  *
- * Threads: not internally locked. The partition log serialises writers and lets
- * readers in under its rwlock.
+ * Shards: the directory is TFS_KEYDIR_SHARDS tables, the keys with hash h in
+ * table tfs_keydir_shard(h) (its top bits), so that shards hold consecutive hash
+ * ranges and walking them in index order still visits ascending h.
+ *
+ * Threads: not internally locked. Changes to different shards may run at the
+ * same time (tfs_keydir_apply_shard, put/remove/get of keys in other shards);
+ * anything else needs the whole directory alone, or read-only. The partition log
+ * keeps a lock per shard (docs/engine.md §4).
  * Errors: 0 or -ENOMEM.
  *
  * Memory: at most ~48 bytes per live key beyond the key's own bytes (bench/keydir).
@@ -33,6 +39,14 @@
 #include "engine/types.h"
 
 struct tfs_keydir;
+
+#define TFS_KEYDIR_SHARDS 2
+
+/* The shard of a key with hash h: its top bit. */
+static inline unsigned tfs_keydir_shard(uint64_t hash)
+{
+	return (unsigned)(hash >> 63);
+}
 
 /* What the directory remembers of a key's newest record. */
 struct tfs_keyinfo {
@@ -57,6 +71,9 @@ int tfs_keydir_put(struct tfs_keydir *kd, struct tfs_slice key, const struct tfs
 void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t offset);
 /* 1 and *info filled if present, 0 if not. */
 int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs_keyinfo *info);
+/* The same, with hash = tfs_keydir_hash(key) already known (to pick the shard). */
+int tfs_keydir_get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
+                          struct tfs_keyinfo *info);
 
 /* One change for tfs_keydir_apply: hash = tfs_keydir_hash(key). */
 struct tfs_keydir_op {
@@ -69,9 +86,14 @@ struct tfs_keydir_op {
 /* Applies n changes in order, as n calls of put/remove would, but with the
  * memory of the next changes prefetched while the current one is applied: a
  * table of a million keys costs two or three cache misses a change, and this
- * overlaps them (the open-time scan and group commit use it). -ENOMEM stops at
- * the failing change; the ones before it stay applied. */
+ * overlaps them (the open-time scan and group commit use it). -ENOMEM stops
+ * the failing change's shard at it: the shard's changes before it stay applied,
+ * the other shards take all of theirs. */
 int tfs_keydir_apply(struct tfs_keydir *kd, const struct tfs_keydir_op *ops, size_t n);
+/* The changes of ops[0, n) in shard `shard`, in order; the others are left for
+ * their shards' calls. -ENOMEM stops at the failing change. */
+int tfs_keydir_apply_shard(struct tfs_keydir *kd, unsigned shard,
+                           const struct tfs_keydir_op *ops, size_t n);
 
 size_t tfs_keydir_count(const struct tfs_keydir *kd);
 /* Bytes of memory held (tables, entries, key arena), for metrics and the bench. */

@@ -22,13 +22,15 @@
  *                                 end offset
  *                               hand leadership on: the next leader starts
  *                               key directory, after the group before (ticket
- *                                 order), under pl->lock
+ *                                 order), under pl->kd_lock
  *   woken with result  <------  complete the group
  *
  * The key directory is the costliest step for a batch of small records (a cache
  * miss or two a key), so it runs beside the next group's encoding and write
  * instead of before them: two writers on one partition keep two cores busy. It
- * still precedes every acknowledgement of its group, and groups reach it in the
+ * holds a lock of its own (pl->kd_lock), not pl->lock, so that the next leader's
+ * publishing does not wait for it (that wait was most of a second writer's idle
+ * time, bench/engine.sh). It still precedes every acknowledgement of its group, and groups reach it in the
  * order they were written, so a key's changes arrive in offset order. An
  * exclusive request (a roll, the cleaner's swap, retention) waits until every
  * group before it is in the directory (keydir_drain).
@@ -78,6 +80,9 @@
  * which holds at most IOV_MAX (1024). */
 #define GROUP_MAX_PREENCODED 256
 #define DIR_MODE 0755
+/* How long a wait in the queue spins before it sleeps (q_wait). */
+#define QUEUE_SPIN_US 50
+#define QUEUE_SPIN_CHECK 64             /* pauses between two looks at the clock */
 /* Buffers an encoder keeps after a producer's batch (encoder_trim). */
 #define ENCODER_KEEP_BYTES (8u << 20)
 
@@ -195,10 +200,14 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 		goto fail;
 	}
 	pthread_rwlock_init(&pl->lock, NULL);
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		pthread_rwlock_init(&pl->kd_lock[s], NULL);
 	pthread_mutex_init(&pl->q_lock, NULL);
 	pthread_cond_init(&pl->kd_cond, NULL);
 	tfs_batch_builder_init(&pl->builder);
 	atomic_init(&pl->unsynced_since_ms, 0);
+	atomic_init(&pl->q_seq, 0);
+	atomic_init(&pl->q_spinning, false);
 	pl->dirfd = tfs__plog_dir_open(pl);
 	if (pl->dirfd < 0) {
 		rc = pl->dirfd;
@@ -219,6 +228,8 @@ int tfs_plog_open(const struct tfs_plog_env *env, const char *path, bool create,
 	return 0;
 fail_locks:
 	pthread_rwlock_destroy(&pl->lock);
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		pthread_rwlock_destroy(&pl->kd_lock[s]);
 	pthread_mutex_destroy(&pl->q_lock);
 	pthread_cond_destroy(&pl->kd_cond);
 	tfs_batch_builder_release(&pl->builder);
@@ -277,6 +288,8 @@ void tfs_plog_close(struct tfs_plog *pl)
 		free(pl->kops_idle[i]);
 	free(pl->uncleanable_reason);
 	pthread_rwlock_destroy(&pl->lock);
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++)
+		pthread_rwlock_destroy(&pl->kd_lock[s]);
 	pthread_mutex_destroy(&pl->q_lock);
 	pthread_cond_destroy(&pl->kd_cond);
 	free(pl->path);
@@ -1119,14 +1132,14 @@ static ssize_t kops_list(struct kops_buf *b, struct tfs__waiter *head, size_t n)
 	return (ssize_t)nops;
 }
 
-/* A COMMIT's key changes, but those below the log start: a DeleteRecords past
- * the transaction's first records (Kafka allows it up to the log end) removed
- * them for good, and a COMMIT must not bring them back. The changes are in
- * offset order, so what stays is a suffix. Under pl->lock (write). */
+/* A COMMIT's key changes, but those below the log start (start): a
+ * DeleteRecords past the transaction's first records (Kafka allows it up to the
+ * log end) removed them for good, and a COMMIT must not bring them back. The
+ * changes are in offset order, so what stays is a suffix. Under pl->kd_lock
+ * (write). */
 static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n,
-                           bool note)
+                           tfs_offset_t start, bool note)
 {
-	tfs_offset_t start = tfs__plog_start(pl);
 	size_t skip = 0;
 	int rc = 0;
 
@@ -1160,40 +1173,144 @@ static int note_removals(struct tfs_plog *pl, const struct tfs_keydir_op *ops, s
 	return 0;
 }
 
+/* A hand-over in the queue happened (under q_lock, before its signal). */
+static void q_bump(struct tfs_plog *pl)
+{
+	atomic_fetch_add_explicit(&pl->q_seq, 1, memory_order_release);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* pthread_cond_wait(cond, &pl->q_lock) for the queue's waits, but one thread
+ * of the partition at a time first spins, up to QUEUE_SPIN_US, for the next
+ * hand-over (q_seq). With two writers, every group waits for one (the
+ * leadership, its key-directory turn), and it comes within the other's work on
+ * a batch, ~0.1 ms; waking a sleeping thread costs more than that on the VMs
+ * measured (0.2 ms, `perf sched latency`), and it would be paid on each
+ * hand-over. A second waiter sleeps at once, so many writers do not spend the
+ * cores the leader needs. Like pthread_cond_wait it may return early; callers
+ * wait in a loop. */
+static void q_wait(struct tfs_plog *pl, pthread_cond_t *cond)
+{
+	unsigned seen = atomic_load_explicit(&pl->q_seq, memory_order_relaxed);
+
+	if (!atomic_exchange_explicit(&pl->q_spinning, true, memory_order_acquire)) {
+		int64_t until = tfs_mono_us() + QUEUE_SPIN_US;
+
+		pthread_mutex_unlock(&pl->q_lock);
+		for (unsigned i = 1; atomic_load_explicit(&pl->q_seq, memory_order_acquire) == seen;
+		     i++) {
+			cpu_relax();
+			if (i % QUEUE_SPIN_CHECK == 0 && tfs_mono_us() > until)
+				break;
+		}
+		atomic_store_explicit(&pl->q_spinning, false, memory_order_release);
+		pthread_mutex_lock(&pl->q_lock);
+	}
+	/* a hand-over bumps q_seq under q_lock before it signals: one after this
+	 * look finds us waiting */
+	if (atomic_load_explicit(&pl->q_seq, memory_order_relaxed) == seen)
+		pthread_cond_wait(cond, &pl->q_lock);
+}
+
+/* Waits, under q_lock, for shard s's turn to take ticket's changes. */
+static void kd_turn_wait(struct tfs_plog *pl, unsigned s, uint64_t ticket)
+{
+	pthread_mutex_lock(&pl->q_lock);
+	while (pl->kd_done[s] != ticket)
+		q_wait(pl, &pl->kd_cond);
+	pthread_mutex_unlock(&pl->q_lock);
+}
+
+/* Hands shard s on to the ticket after this one. */
+static void kd_turn_pass(struct tfs_plog *pl, unsigned s, uint64_t ticket)
+{
+	pthread_mutex_lock(&pl->q_lock);
+	pl->kd_done[s] = ticket + 1;
+	q_bump(pl);
+	pthread_cond_broadcast(&pl->kd_cond);
+	pthread_mutex_unlock(&pl->q_lock);
+}
+
 /* The second phase of a group commit: the key directory learns what the group
  * (n waiters from head, written and published by commit_group; nothing if it
  * failed, written < 0) wrote, after every group before it (ticket order), so
  * that a key's changes reach it in offset order; meanwhile the next leader
- * encodes and writes. Its waiters are answered after this, so a read after an
- * acknowledgement finds the record, and a reader racing it finds the old record
- * or the new one, under pl->lock. Called without q_lock; takes it to wait for
- * the turn. ticket NULL: no turn to wait for, the caller being an exclusive
- * request's (after keydir_drain) that wrote a group of its own. */
+ * encodes, writes and publishes (pl->lock, which this phase does not hold but
+ * to read the log start for a COMMIT). Its waiters are answered after this, so
+ * a read after an acknowledgement finds the record, and a reader racing it
+ * finds the old record or the new one, under the key's shard lock.
+ *
+ * Shard by shard: the group takes shard 0 at its turn, then shard 1 at its
+ * turn, while the group after it takes shard 0: two groups' changes go in on
+ * two cores. A key lives in one shard, so its changes still arrive in offset
+ * order. A group with transactional work (a COMMIT's keys, removals noted for
+ * an open transaction, the noted set to clear or prune) holds every shard at
+ * once, so that a COMMIT's keys become visible together and the noted set
+ * (under all the shard locks) sees one order.
+ *
+ * Called without q_lock; takes it to wait for each turn. ticket NULL: no turn
+ * to wait for, the caller being an exclusive request's (after keydir_drain)
+ * that wrote a group of its own. */
 static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
                          int written, const uint64_t *ticket, struct kops_buf *b,
                          const struct txn_marks *marks)
 {
 	struct tfs__waiter *w;
 	ssize_t nops = written < 0 ? 0 : kops_list(b, head, n);
-	bool failed = nops < 0;
+	size_t ops = nops > 0 ? (size_t)nops : 0;
+	bool failed = nops < 0, commits = false, whole;
+	tfs_offset_t start = 0;
 	size_t k;
 
-	if (ticket) {
-		pthread_mutex_lock(&pl->q_lock);
-		while (pl->kd_done != *ticket)
-			pthread_cond_wait(&pl->kd_cond, &pl->q_lock);
-		pthread_mutex_unlock(&pl->q_lock);
+	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL)
+		commits |= !w->skip && w->pre && w->pre->marker && w->pre->commit;
+	if (commits) {
+		/* only an exclusive request moves the start, and none runs before this
+		 * group is in the directory (keydir_drain) */
+		pthread_rwlock_rdlock(&pl->lock);
+		start = tfs__plog_start(pl);
+		pthread_rwlock_unlock(&pl->lock);
 	}
+	if (ticket)
+		kd_turn_wait(pl, 0, *ticket);
+	pthread_rwlock_wrlock(&pl->kd_lock[0]);
+	/* every group before this one is done with the noted set: a group that
+	 * changes it holds shard 0 until it is through */
+	whole = commits || marks->during || pl->tombs;
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
+		if (s > 0) {
+			if (ticket)
+				kd_turn_wait(pl, s, *ticket);
+			pthread_rwlock_wrlock(&pl->kd_lock[s]);
+		}
+		if (!whole) {
+			if (ops > 0 && tfs_keydir_apply_shard(pl->kd, s, b->ops, ops) < 0)
+				failed = true;
+			pthread_rwlock_unlock(&pl->kd_lock[s]);
+			if (ticket)
+				kd_turn_pass(pl, s, *ticket);
+		}
+	}
+	if (!whole)
+		goto out;
 
-	pthread_rwlock_wrlock(&pl->lock);
-	if (nops > 0 && tfs_keydir_apply(pl->kd, b->ops, (size_t)nops) < 0)
+	if (ops > 0 && tfs_keydir_apply(pl->kd, b->ops, ops) < 0)
 		failed = true;
-	if (nops > 0 && marks->during && note_removals(pl, b->ops, (size_t)nops) < 0)
+	if (ops > 0 && marks->during && note_removals(pl, b->ops, ops) < 0)
 		failed = true;
 	/* markers last: a COMMIT's keys become visible with it */
-	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL) {
+	for (w = head, k = 0; commits && k < n; k++, w = k < n ? w->next : NULL) {
 		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
-		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, marks->during) < 0)
+		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, start,
+		                    marks->during) < 0)
 			failed = true;
 	}
 	if (written >= 0 && !marks->after)
@@ -1202,7 +1319,10 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 		/* a transaction left open for long must not make every removal of
 		 * the partition stay: only those a pending put may precede */
 		tfs_tombs_prune(&pl->tombs, marks->floor);
-	pthread_rwlock_unlock(&pl->lock);
+	tfs__plog_kd_unlock(pl);
+	for (unsigned s = 0; ticket && s < TFS_KEYDIR_SHARDS; s++)
+		kd_turn_pass(pl, s, *ticket);
+out:
 	if (failed)
 		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
 		              pl->path);
@@ -1210,10 +1330,11 @@ static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n
 
 /* Waits until every group written so far is in the key directory, so that an
  * exclusive request (a swap, retention, append_onto) finds it whole. As the
- * leader, under q_lock: no group starts meanwhile. */
+ * leader, under q_lock: no group starts meanwhile. Shards take each group in
+ * index order, so the last shard's turn is the last to come. */
 static void keydir_drain(struct tfs_plog *pl)
 {
-	while (pl->kd_done != pl->kd_issued)
+	while (pl->kd_done[TFS_KEYDIR_SHARDS - 1] != pl->kd_issued)
 		pthread_cond_wait(&pl->kd_cond, &pl->q_lock);
 }
 
@@ -1271,7 +1392,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		pl->q_head = &self;
 	pl->q_tail = &self;
 	while (!self.done && pl->q_head != &self)
-		pthread_cond_wait(&self.cond, &pl->q_lock);
+		q_wait(pl, &self.cond);
 	if (self.done)
 		goto done;
 
@@ -1307,16 +1428,16 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		stop = stop->next;      /* re-read under q_lock: arrivals may have linked on */
 	/* the next leader starts while this group's keys go into the directory */
 	pl->q_head = stop;
-	if (!stop)
+	if (!stop) {
 		pl->q_tail = NULL;
-	else
+	} else {
+		q_bump(pl);
 		pthread_cond_signal(&stop->cond);
+	}
 	if (!self.exclusive) {
 		pthread_mutex_unlock(&pl->q_lock);
 		keydir_phase(pl, &self, n, rc, &ticket, &kops, &marks);
 		pthread_mutex_lock(&pl->q_lock);
-		pl->kd_done = ticket + 1;
-		pthread_cond_broadcast(&pl->kd_cond);
 		kops_give(pl, kops);
 	}
 	/* n links: stop may be a leader at work by now, its next links its own */
@@ -1325,8 +1446,10 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		next = w->next;
 		w->result = rc < 0 ? rc : w->refused;
 		w->done = true;
-		if (w != &self)
+		if (w != &self) {
+			q_bump(pl);
 			pthread_cond_signal(&w->cond);
+		}
 	}
 done:
 	/* the group that wrote the batch is complete: the encoder is free again */

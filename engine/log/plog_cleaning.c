@@ -184,9 +184,9 @@ int tfs__plog_publish_drop_keys(struct tfs_plog *pl, struct tfs_seglist *nl, tfs
 	*prev = NULL;
 	/* No append runs (the caller leads the queue), so the directory cannot change
 	 * between the scan and the removal; readers may still look while we collect. */
-	pthread_rwlock_rdlock(&pl->lock);
+	tfs__plog_kd_lock(pl, false);
 	(void)tfs_keydir_scan(pl->kd, false, 0, collect_key, &d);
-	pthread_rwlock_unlock(&pl->lock);
+	tfs__plog_kd_unlock(pl);
 	if (d.err < 0) {
 		tfs__seglist_put(nl);
 		goto out;
@@ -196,10 +196,12 @@ int tfs__plog_publish_drop_keys(struct tfs_plog *pl, struct tfs_seglist *nl, tfs
 	pthread_rwlock_wrlock(&pl->lock);
 	*prev = pl->segs;
 	pl->segs = nl;
+	tfs__plog_kd_lock(pl, true);
 	for (size_t i = 0; i < d.n; i++) {
 		tfs_keydir_remove(pl->kd, tfs_slice_make(d.bytes + from, d.ends[i] - from), d.below);
 		from = d.ends[i];
 	}
+	tfs__plog_kd_unlock(pl);
 	pthread_rwlock_unlock(&pl->lock);
 	*keys_removed = d.n;
 out:

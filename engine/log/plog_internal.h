@@ -39,7 +39,14 @@ struct tfs_plog {
 	struct tfs_plog_env env;
 	struct tfs_topic_config cfg;        /* copy; changed under append leadership + lock */
 
-	pthread_rwlock_t lock;              /* kd, segs, end_offset, active indexes */
+	pthread_rwlock_t lock;              /* segs, end_offset, active indexes */
+	/* kd_lock[s]: shard s of kd (keydir.h); all of them: tombs. The key
+	 * directory's phase of group commit writes a shard under its lock alone,
+	 * so that the next group publishes its records under pl->lock meanwhile and
+	 * applies its changes to one shard while this group does the next one. An
+	 * exclusive request takes them inside pl->lock. Lock order: lock, then
+	 * kd_lock[0], kd_lock[1], ... (tfs__plog_kd_lock). */
+	pthread_rwlock_t kd_lock[TFS_KEYDIR_SHARDS];
 	struct tfs_keydir *kd;
 	struct tfs_tombs *tombs;            /* removals while a transaction is open
 	                                     * (txn_tombs.h); the keydir phase's */
@@ -78,12 +85,16 @@ struct tfs_plog {
 	/* The key directory's phase of group commit (partition_log.c, submit): a
 	 * leader hands the queue on once its group is written and published, then
 	 * applies the group's key changes in ticket order, the order the groups were
-	 * written. Under q_lock: kd_issued, the next ticket; kd_done, the ticket
-	 * whose changes go next (every ticket below it is applied); kd_cond
-	 * announces each step of kd_done. Idle buffers of key changes (kops_idle,
-	 * their capacities in kops_idle_cap) too. */
-	uint64_t kd_issued, kd_done;
+	 * written, shard by shard. Under q_lock: kd_issued, the next ticket;
+	 * kd_done[s], the ticket whose changes go next into shard s (every ticket
+	 * below it is applied there); kd_cond announces each step of a kd_done.
+	 * Idle buffers of key changes (kops_idle, their capacities in
+	 * kops_idle_cap) too. q_seq counts the queue's hand-overs (leadership,
+	 * answers, kd_done), for the waits that spin before they sleep. */
+	uint64_t kd_issued, kd_done[TFS_KEYDIR_SHARDS];
 	pthread_cond_t kd_cond;
+	atomic_uint q_seq;
+	atomic_bool q_spinning;           /* a waiter spins on q_seq (q_wait) */
 	struct tfs_keydir_op *kops_idle[2];
 	size_t kops_idle_cap[2];
 };
@@ -97,6 +108,23 @@ static inline tfs_offset_t tfs__plog_start(const struct tfs_plog *pl)
 {
 	tfs_offset_t base = pl->segs->seg[0]->base_offset;
 	return pl->deleted_below > base ? pl->deleted_below : base;
+}
+
+/* Every shard of pl->kd, read or write, in lock order; and their release. */
+static inline void tfs__plog_kd_lock(struct tfs_plog *pl, bool write)
+{
+	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
+		if (write)
+			pthread_rwlock_wrlock(&pl->kd_lock[s]);
+		else
+			pthread_rwlock_rdlock(&pl->kd_lock[s]);
+	}
+}
+
+static inline void tfs__plog_kd_unlock(struct tfs_plog *pl)
+{
+	for (unsigned s = TFS_KEYDIR_SHARDS; s-- > 0;)
+		pthread_rwlock_unlock(&pl->kd_lock[s]);
 }
 
 struct tfs_seglist *tfs__seglist_get(struct tfs_plog *pl);   /* a new ref */

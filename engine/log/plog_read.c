@@ -244,9 +244,12 @@ int tfs_plog_lookup(struct tfs_plog *pl, struct tfs_slice key, struct tfs_keyinf
 {
 	int found;
 
-	pthread_rwlock_rdlock(&pl->lock);
-	found = tfs_keydir_get(pl->kd, key, info);
-	pthread_rwlock_unlock(&pl->lock);
+	uint64_t hash = tfs_keydir_hash(key);
+	pthread_rwlock_t *lock = &pl->kd_lock[tfs_keydir_shard(hash)];
+
+	pthread_rwlock_rdlock(lock);
+	found = tfs_keydir_get_hashed(pl->kd, key, hash, info);
+	pthread_rwlock_unlock(lock);
 	return found ? 0 : -ENOENT;
 }
 
@@ -292,9 +295,9 @@ size_t tfs_plog_live_keys(struct tfs_plog *pl)
 {
 	size_t n;
 
-	pthread_rwlock_rdlock(&pl->lock);
+	tfs__plog_kd_lock(pl, false);
 	n = tfs_keydir_count(pl->kd);
-	pthread_rwlock_unlock(&pl->lock);
+	tfs__plog_kd_unlock(pl);
 	return n;
 }
 
@@ -303,9 +306,9 @@ int tfs_plog_scan_keys(struct tfs_plog *pl, bool after_valid, uint64_t after_has
 {
 	int rc;
 
-	pthread_rwlock_rdlock(&pl->lock);
+	tfs__plog_kd_lock(pl, false);
 	rc = tfs_keydir_scan(pl->kd, after_valid, after_hash, fn, arg);
-	pthread_rwlock_unlock(&pl->lock);
+	tfs__plog_kd_unlock(pl);
 	return rc;
 }
 
@@ -383,9 +386,11 @@ void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
 		st->size_bytes += tfs_segment_size(l->seg[i]);
 	st->active_segment_bytes = tfs_segment_size(l->seg[l->count - 1]);
 	st->active_base_offset = l->seg[l->count - 1]->base_offset;
+	pthread_rwlock_unlock(&pl->lock);
+	tfs__plog_kd_lock(pl, false);
 	st->live_keys = tfs_keydir_count(pl->kd);
 	st->keydir_memory_bytes = (int64_t)tfs_keydir_memory_bytes(pl->kd);
-	pthread_rwlock_unlock(&pl->lock);
+	tfs__plog_kd_unlock(pl);
 }
 
 /* ---- windows (see partition_log.h) --------------------------------------------

@@ -66,6 +66,7 @@ static int delete_below_exclusive(struct tfs_plog *pl, void *arg)
 	if (b->offset > pl->end_offset) {
 		rc = -ERANGE;
 	} else if (b->offset > b->start) {
+		tfs__plog_kd_lock(pl, true);
 		(void)tfs_keydir_scan(pl->kd, false, 0, collect, b);
 		rc = b->err;
 		if (rc == 0) {
@@ -74,6 +75,7 @@ static int delete_below_exclusive(struct tfs_plog *pl, void *arg)
 			pl->deleted_below = b->offset;
 			b->start = b->offset;
 		}
+		tfs__plog_kd_unlock(pl);
 	}
 	pthread_rwlock_unlock(&pl->lock);
 	return rc;
