@@ -170,15 +170,13 @@ struct tfs_keydir {
 _Static_assert(TFS_KEYDIR_SHARDS == 1 << SHARD_BITS, "a shard per value of the top bits");
 
 /* Test hooks, not in keydir.h (tests/engine/test_keydir.c declares them extern): the
- * public functions with the hash given instead of computed, so that tests can force
- * collisions, and the invariant checker (compiled in every build, so that the suite
+ * public changes with the hash given instead of computed, so that tests can force
+ * collisions (a lookup with a given hash is public: tfs_keydir_get_hashed), and the invariant checker (compiled in every build, so that the suite
  * checks invariants in the default RelWithDebInfo build too). */
 int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
                            const struct tfs_keyinfo *info);
 void tfs_keydir__remove_hashed(struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
                                tfs_offset_t offset);
-int tfs_keydir__get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
-                           struct tfs_keyinfo *info);
 int tfs_keydir__check(const struct tfs_keydir *kd);
 
 /* ---- entries ---- */
@@ -1049,21 +1047,15 @@ void tfs_keydir_remove(struct tfs_keydir *kd, struct tfs_slice key, tfs_offset_t
 	tfs_keydir__remove_hashed(kd, key, tfs_keydir_hash(key), offset);
 }
 
-int tfs_keydir__get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
-                           struct tfs_keyinfo *info)
+int tfs_keydir_get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
+                          struct tfs_keyinfo *info)
 {
 	return shard_get(&kd->shard[tfs_keydir_shard(hash)], key, hash, info);
 }
 
-int tfs_keydir_get_hashed(const struct tfs_keydir *kd, struct tfs_slice key, uint64_t hash,
-                          struct tfs_keyinfo *info)
-{
-	return tfs_keydir__get_hashed(kd, key, hash, info);
-}
-
 int tfs_keydir_get(const struct tfs_keydir *kd, struct tfs_slice key, struct tfs_keyinfo *info)
 {
-	return tfs_keydir__get_hashed(kd, key, tfs_keydir_hash(key), info);
+	return tfs_keydir_get_hashed(kd, key, tfs_keydir_hash(key), info);
 }
 
 int tfs_keydir_apply_shard(struct tfs_keydir *kd, unsigned shard,

@@ -22,8 +22,6 @@ extern int tfs_keydir__put_hashed(struct tfs_keydir *kd, struct tfs_slice key, u
                                   const struct tfs_keyinfo *info);
 extern void tfs_keydir__remove_hashed(struct tfs_keydir *kd, struct tfs_slice key,
                                       uint64_t hash, tfs_offset_t offset);
-extern int tfs_keydir__get_hashed(const struct tfs_keydir *kd, struct tfs_slice key,
-                                  uint64_t hash, struct tfs_keyinfo *info);
 extern int tfs_keydir__check(const struct tfs_keydir *kd);
 
 /* The contract's budget: bytes per live key beyond the key's own bytes. */
@@ -663,7 +661,7 @@ static void test_apply_with_equal_hashes(void **state)
 	assert_check(kd);
 	assert_int_equal(tfs_keydir_count(kd), KEYS / 2);
 	for (int i = 0; i < KEYS; i++) {
-		int got = tfs_keydir__get_hashed(kd, tfs_slice_make(keys[i], 6), HASH, &info);
+		int got = tfs_keydir_get_hashed(kd, tfs_slice_make(keys[i], 6), HASH, &info);
 		assert_int_equal(got, i % 2 == 0);
 		if (got)
 			assert_info_at(&info, KEYS + i + 1);
@@ -877,8 +875,8 @@ static void test_equal_hash_keys_are_returned_back_to_back(void **state)
 	assert_int_equal(tfs_keydir_count(kd), n);
 	assert_check(kd);
 	for (size_t i = 0; i < n; i++)
-		assert_int_equal(tfs_keydir__get_hashed(kd, tfs_slice_make(in[i].s, in[i].len),
-		                                        in[i].hash, &info), 1);
+		assert_int_equal(tfs_keydir_get_hashed(kd, tfs_slice_make(in[i].s, in[i].len),
+		                                       in[i].hash, &info), 1);
 
 	recorder_reset(&r);
 	assert_int_equal(tfs_keydir_scan(kd, false, 0, record_visit, &r), 0);
@@ -908,9 +906,9 @@ static void test_equal_hash_keys_are_returned_back_to_back(void **state)
 
 	/* remove the middle of the run, then with wrong hash (not found) */
 	tfs_keydir__remove_hashed(kd, tfs_slice_make("a\0", 2), h, 2);
-	assert_int_equal(tfs_keydir__get_hashed(kd, tfs_slice_make("a\0", 2), h, &info), 0);
-	assert_int_equal(tfs_keydir__get_hashed(kd, tfs_slice_make("a", 1), h, &info), 1);
-	assert_int_equal(tfs_keydir__get_hashed(kd, tfs_slice_make("ab", 2), h, &info), 1);
+	assert_int_equal(tfs_keydir_get_hashed(kd, tfs_slice_make("a\0", 2), h, &info), 0);
+	assert_int_equal(tfs_keydir_get_hashed(kd, tfs_slice_make("a", 1), h, &info), 1);
+	assert_int_equal(tfs_keydir_get_hashed(kd, tfs_slice_make("ab", 2), h, &info), 1);
 	assert_int_equal(tfs_keydir_count(kd), n - 1);
 	assert_check(kd);
 
