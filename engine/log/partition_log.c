@@ -21,19 +21,20 @@
  *                               under pl->lock: index entries, committed size,
  *                                 end offset
  *                               hand leadership on: the next leader starts
- *                               key directory, after the group before (ticket
- *                                 order), under pl->kd_lock
+ *                               key directory, shard by shard, each after the
+ *                                 group before (ticket order), under the
+ *                                 shard's lock (plog_keyphase.c)
  *   woken with result  <------  complete the group
  *
  * The key directory is the costliest step for a batch of small records (a cache
  * miss or two a key), so it runs beside the next group's encoding and write
- * instead of before them: two writers on one partition keep two cores busy. It
- * holds a lock of its own (pl->kd_lock), not pl->lock, so that the next leader's
- * publishing does not wait for it (that wait was most of a second writer's idle
- * time, bench/engine.sh). It still precedes every acknowledgement of its group, and groups reach it in the
- * order they were written, so a key's changes arrive in offset order. An
+ * instead of before them, under locks of its own (pl->kd_lock[]), not pl->lock,
+ * so that the next leader's publishing does not wait for it, and a shard at a
+ * time, so that two groups update two shards on two cores. It still precedes
+ * every acknowledgement of its group, and groups reach each shard in the order
+ * they were written, so a key's changes arrive in offset order. An
  * exclusive request (a roll, the cleaner's swap, retention) waits until every
- * group before it is in the directory (keydir_drain).
+ * group before it is in the directory (tfs__keydir_drain).
  *
  * On a write error the tail is truncated back to the committed size, so nothing
  * of the failed group is ever visible, and every waiter of the group gets the
@@ -80,29 +81,8 @@
  * which holds at most IOV_MAX (1024). */
 #define GROUP_MAX_PREENCODED 256
 #define DIR_MODE 0755
-/* How long a wait in the queue spins before it sleeps (q_wait). */
-#define QUEUE_SPIN_US 50
-#define QUEUE_SPIN_CHECK 64             /* pauses between two looks at the clock */
 /* Buffers an encoder keeps after a producer's batch (encoder_trim). */
 #define ENCODER_KEEP_BYTES (8u << 20)
-
-struct tfs__waiter {
-	const struct tfs_append_rec *recs;
-	size_t count;
-	size_t bytes;                 /* encoded size estimate of the unit's records */
-	bool durable;
-	struct tfs__preencoded *pre;  /* NULL: the leader encodes the unit */
-	int (*exclusive)(struct tfs_plog *, void *);   /* runs alone, in queue order */
-	void *exclusive_arg;
-	bool done;
-	int result;
-	int refused;                  /* the producer state's refusal of this unit */
-	bool skip;                    /* refused or a duplicate: nothing written */
-	tfs_offset_t first;
-	int64_t timestamp;
-	pthread_cond_t cond;
-	struct tfs__waiter *next;
-};
 
 /* ---- segment lists ---- */
 
@@ -713,28 +693,15 @@ static int redo_producers(struct tfs_plog *pl, struct producer_change *c, size_t
 	return 0;
 }
 
-/* Whether a transaction was open while a group was written (at its start or at
- * its end), and whether one still is after it: keydir_phase notes the group's
- * removals for a COMMIT to come while one is, and forgets them once none is
- * (txn_tombs.h). Both are read from the producer state by the leader, in offset
- * order, so they hold for the group whatever keydir_phase meets later. */
-struct txn_marks {
-	bool during, after;
-	/* no put still to be committed can precede it: the oldest open
-	 * transaction's first offset at the group's start, else the group's
-	 * first; removals noted below it can go */
-	tfs_offset_t floor;
-};
-
 /* Encodes, writes and publishes the group's n waiters from head: the batches,
  * their index entries, the committed size and the end offset, but not the key
- * directory (keydir_phase, after the queue is handed on). Leader only; called
+ * directory (tfs__keydir_phase, plog_keyphase.c, after the queue is handed on). Leader only; called
  * without q_lock, so it walks exactly n links: the last member's next may be set
  * by a new arrival at any moment. *marks says whether a transaction was open
- * while the group was written, for keydir_phase. Returns 0 or the error every
+ * while the group was written, for tfs__keydir_phase. Returns 0 or the error every
  * waiter of the group gets. */
 static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
-                        struct txn_marks *marks)
+                        struct tfs__txn_marks *marks)
 {
 	struct tfs__waiter *w;
 	size_t incoming = 0, batch_bytes = 0;
@@ -925,7 +892,7 @@ static int commit_group(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 		seg->has_producer_ids = true;   /* the cleaner reads producer state here */
 	/* An ABORT's entry goes to the segment that holds it (its .txnindex, written
 	 * below); the key directory follows in the group's second phase
-	 * (keydir_phase), a COMMIT's keys with their marker. */
+	 * (tfs__keydir_phase), a COMMIT's keys with their marker. */
 	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
 		if (w->skip || !w->pre || !w->pre->marker || w->pre->commit)
 			continue;
@@ -1059,285 +1026,6 @@ static bool preencode_worth(const struct tfs_plog *pl, size_t bytes)
 	return bytes >= PREENCODE_MIN_BYTES && pl->cfg.timestamp_type != TFS_TS_LOG_APPEND_TIME;
 }
 
-/* A buffer of key-directory changes for one group's second phase: one of the
- * partition's idle ones (kops_idle) when there is one, else a new one. Under
- * q_lock. */
-struct kops_buf {
-	struct tfs_keydir_op *ops;
-	size_t cap;
-};
-
-static struct kops_buf kops_take(struct tfs_plog *pl)
-{
-	struct kops_buf b = { NULL, 0 };
-
-	for (size_t i = 0; i < sizeof(pl->kops_idle) / sizeof(pl->kops_idle[0]); i++) {
-		if (pl->kops_idle[i]) {
-			b = (struct kops_buf){ pl->kops_idle[i], pl->kops_idle_cap[i] };
-			pl->kops_idle[i] = NULL;
-			break;
-		}
-	}
-	return b;
-}
-
-/* Gives b back to the idle ones, or frees it when they are all there. Under
- * q_lock. */
-static void kops_give(struct tfs_plog *pl, struct kops_buf b)
-{
-	for (size_t i = 0; b.ops && i < sizeof(pl->kops_idle) / sizeof(pl->kops_idle[0]); i++) {
-		if (!pl->kops_idle[i]) {
-			pl->kops_idle[i] = b.ops;
-			pl->kops_idle_cap[i] = b.cap;
-			return;
-		}
-	}
-	free(b.ops);
-}
-
-/* Lists the key-directory changes of a written group (n waiters from head) in
- * b, in offset order: every keyed record of every unit written, but not a
- * transaction's, whose keys come with its COMMIT marker. Hashed here, before
- * any lock is taken. The number of changes, or -ENOMEM. */
-static ssize_t kops_list(struct kops_buf *b, struct tfs__waiter *head, size_t n)
-{
-	struct tfs__waiter *w;
-	size_t k, nrecs = 0, nops = 0;
-
-	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL)
-		nrecs += w->skip ? 0 : w->count;
-	if (nrecs > b->cap) {
-		struct tfs_keydir_op *p = realloc(b->ops, nrecs * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		b->ops = p;
-		b->cap = nrecs;
-	}
-	for (w = head, k = 0; k < n; k++, w = k < n ? w->next : NULL) {
-		bool txn = w->pre && (w->pre->txn_data || w->pre->marker);
-		for (size_t i = 0; !w->skip && !txn && i < w->count; i++) {
-			const struct tfs_append_rec *r = &w->recs[i];
-			if (r->key_null)
-				continue;
-			b->ops[nops++] = (struct tfs_keydir_op){
-				.key = r->key,
-				.hash = w->pre ? w->pre->hashes[i] : tfs_keydir_hash(r->key),
-				.remove = r->value_null,
-				.info = { w->first + (tfs_offset_t)i,
-				          w->pre && w->pre->timestamps ? w->pre->timestamps[i] : w->timestamp,
-				          (uint32_t)r->value.len },
-			};
-		}
-	}
-	return (ssize_t)nops;
-}
-
-/* A COMMIT's key changes, but those below the log start (start): a
- * DeleteRecords past the transaction's first records (Kafka allows it up to the
- * log end) removed them for good, and a COMMIT must not bring them back. The
- * changes are in offset order, so what stays is a suffix. Under pl->kd_lock
- * (write). */
-static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n,
-                           tfs_offset_t start, bool note)
-{
-	size_t skip = 0;
-	int rc = 0;
-
-	while (skip < n && ops[skip].info.offset < start)
-		skip++;
-	if (!pl->tombs && !note)
-		return tfs_keydir_apply(pl->kd, ops + skip, n - skip);
-	/* a put of a key removed after it stays out (txn_tombs.h); the
-	 * transaction's own removals are noted for the markers after it, in this
-	 * group or later, of the others open while it was written */
-	for (size_t i = skip; i < n; i++) {
-		const struct tfs_keydir_op *op = &ops[i];
-		if (!op->remove && tfs_tombs_after(pl->tombs, op->key, op->hash, op->info.offset))
-			continue;
-		if (tfs_keydir_apply(pl->kd, op, 1) < 0)
-			rc = -ENOMEM;
-		else if (op->remove && note &&
-		         tfs_tombs_note(&pl->tombs, op->key, op->hash, op->info.offset) < 0)
-			rc = -ENOMEM;
-	}
-	return rc;
-}
-
-/* Notes the group's removals (ops[0, n)) while a transaction is open. */
-static int note_removals(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (ops[i].remove && tfs_tombs_note(&pl->tombs, ops[i].key, ops[i].hash,
-		                                    ops[i].info.offset) < 0)
-			return -ENOMEM;
-	return 0;
-}
-
-/* A hand-over in the queue happened (under q_lock, before its signal). */
-static void q_bump(struct tfs_plog *pl)
-{
-	atomic_fetch_add_explicit(&pl->q_seq, 1, memory_order_release);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-/* pthread_cond_wait(cond, &pl->q_lock) for the queue's waits, but one thread
- * of the partition at a time first spins, up to QUEUE_SPIN_US, for the next
- * hand-over (q_seq). With two writers, every group waits for one (the
- * leadership, its key-directory turn), and it comes within the other's work on
- * a batch, ~0.1 ms; waking a sleeping thread costs more than that on the VMs
- * measured (0.2 ms, `perf sched latency`), and it would be paid on each
- * hand-over. A second waiter sleeps at once, so many writers do not spend the
- * cores the leader needs. Like pthread_cond_wait it may return early; callers
- * wait in a loop. */
-static void q_wait(struct tfs_plog *pl, pthread_cond_t *cond)
-{
-	unsigned seen = atomic_load_explicit(&pl->q_seq, memory_order_relaxed);
-
-	if (!atomic_exchange_explicit(&pl->q_spinning, true, memory_order_acquire)) {
-		int64_t until = tfs_mono_us() + QUEUE_SPIN_US;
-
-		pthread_mutex_unlock(&pl->q_lock);
-		for (unsigned i = 1; atomic_load_explicit(&pl->q_seq, memory_order_acquire) == seen;
-		     i++) {
-			cpu_relax();
-			if (i % QUEUE_SPIN_CHECK == 0 && tfs_mono_us() > until)
-				break;
-		}
-		atomic_store_explicit(&pl->q_spinning, false, memory_order_release);
-		pthread_mutex_lock(&pl->q_lock);
-	}
-	/* a hand-over bumps q_seq under q_lock before it signals: one after this
-	 * look finds us waiting */
-	if (atomic_load_explicit(&pl->q_seq, memory_order_relaxed) == seen)
-		pthread_cond_wait(cond, &pl->q_lock);
-}
-
-/* Waits, under q_lock, for shard s's turn to take ticket's changes. */
-static void kd_turn_wait(struct tfs_plog *pl, unsigned s, uint64_t ticket)
-{
-	pthread_mutex_lock(&pl->q_lock);
-	while (pl->kd_done[s] != ticket)
-		q_wait(pl, &pl->kd_cond);
-	pthread_mutex_unlock(&pl->q_lock);
-}
-
-/* Hands shard s on to the ticket after this one. */
-static void kd_turn_pass(struct tfs_plog *pl, unsigned s, uint64_t ticket)
-{
-	pthread_mutex_lock(&pl->q_lock);
-	pl->kd_done[s] = ticket + 1;
-	q_bump(pl);
-	pthread_cond_broadcast(&pl->kd_cond);
-	pthread_mutex_unlock(&pl->q_lock);
-}
-
-/* The second phase of a group commit: the key directory learns what the group
- * (n waiters from head, written and published by commit_group; nothing if it
- * failed, written < 0) wrote, after every group before it (ticket order), so
- * that a key's changes reach it in offset order; meanwhile the next leader
- * encodes, writes and publishes (pl->lock, which this phase does not hold but
- * to read the log start for a COMMIT). Its waiters are answered after this, so
- * a read after an acknowledgement finds the record, and a reader racing it
- * finds the old record or the new one, under the key's shard lock.
- *
- * Shard by shard: the group takes shard 0 at its turn, then shard 1 at its
- * turn, while the group after it takes shard 0: two groups' changes go in on
- * two cores. A key lives in one shard, so its changes still arrive in offset
- * order. A group with transactional work (a COMMIT's keys, removals noted for
- * an open transaction, the noted set to clear or prune) holds every shard at
- * once, so that a COMMIT's keys become visible together and the noted set
- * (under all the shard locks) sees one order.
- *
- * Called without q_lock; takes it to wait for each turn. ticket NULL: no turn
- * to wait for, the caller being an exclusive request's (after keydir_drain)
- * that wrote a group of its own. */
-static void keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
-                         int written, const uint64_t *ticket, struct kops_buf *b,
-                         const struct txn_marks *marks)
-{
-	struct tfs__waiter *w;
-	ssize_t nops = written < 0 ? 0 : kops_list(b, head, n);
-	size_t ops = nops > 0 ? (size_t)nops : 0;
-	bool failed = nops < 0, commits = false, whole;
-	tfs_offset_t start = 0;
-	size_t k;
-
-	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL)
-		commits |= !w->skip && w->pre && w->pre->marker && w->pre->commit;
-	if (commits) {
-		/* only an exclusive request moves the start, and none runs before this
-		 * group is in the directory (keydir_drain) */
-		pthread_rwlock_rdlock(&pl->lock);
-		start = tfs__plog_start(pl);
-		pthread_rwlock_unlock(&pl->lock);
-	}
-	if (ticket)
-		kd_turn_wait(pl, 0, *ticket);
-	pthread_rwlock_wrlock(&pl->kd_lock[0]);
-	/* every group before this one is done with the noted set: a group that
-	 * changes it holds shard 0 until it is through */
-	whole = commits || marks->during || pl->tombs;
-	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
-		if (s > 0) {
-			if (ticket)
-				kd_turn_wait(pl, s, *ticket);
-			pthread_rwlock_wrlock(&pl->kd_lock[s]);
-		}
-		if (!whole) {
-			if (ops > 0 && tfs_keydir_apply_shard(pl->kd, s, b->ops, ops) < 0)
-				failed = true;
-			pthread_rwlock_unlock(&pl->kd_lock[s]);
-			if (ticket)
-				kd_turn_pass(pl, s, *ticket);
-		}
-	}
-	if (!whole)
-		goto out;
-
-	if (ops > 0 && tfs_keydir_apply(pl->kd, b->ops, ops) < 0)
-		failed = true;
-	if (ops > 0 && marks->during && note_removals(pl, b->ops, ops) < 0)
-		failed = true;
-	/* markers last: a COMMIT's keys become visible with it */
-	for (w = head, k = 0; commits && k < n; k++, w = k < n ? w->next : NULL) {
-		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
-		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, start,
-		                    marks->during) < 0)
-			failed = true;
-	}
-	if (written >= 0 && !marks->after)
-		tfs_tombs_clear(&pl->tombs);
-	else if (tfs_tombs_prune_due(pl->tombs))
-		/* a transaction left open for long must not make every removal of
-		 * the partition stay: only those a pending put may precede */
-		tfs_tombs_prune(&pl->tombs, marks->floor);
-	tfs__plog_kd_unlock(pl);
-	for (unsigned s = 0; ticket && s < TFS_KEYDIR_SHARDS; s++)
-		kd_turn_pass(pl, s, *ticket);
-out:
-	if (failed)
-		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
-		              pl->path);
-}
-
-/* Waits until every group written so far is in the key directory, so that an
- * exclusive request (a swap, retention, append_onto) finds it whole. As the
- * leader, under q_lock: no group starts meanwhile. Shards take each group in
- * index order, so the last shard's turn is the last to come. */
-static void keydir_drain(struct tfs_plog *pl)
-{
-	while (pl->kd_done[TFS_KEYDIR_SHARDS - 1] != pl->kd_issued)
-		pthread_cond_wait(&pl->kd_cond, &pl->q_lock);
-}
-
 /* Runs one append unit through the group-commit queue. given: a unit already
  * encoded and checked (a producer's batch), placed as it is. */
 static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t count,
@@ -1350,8 +1038,8 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	struct tfs__preencoded pre = { .enc = NULL };
 	size_t budget = 0, n = 0, npre = 0;
 	uint64_t ticket = 0;
-	struct kops_buf kops = { NULL, 0 };
-	struct txn_marks marks = { false, false, 0 };
+	struct tfs__kops_buf kops = { NULL, 0 };
+	struct tfs__txn_marks marks = { false, false, 0 };
 	int rc;
 
 	self.bytes = bytes;
@@ -1392,7 +1080,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		pl->q_head = &self;
 	pl->q_tail = &self;
 	while (!self.done && pl->q_head != &self)
-		q_wait(pl, &self.cond);
+		tfs__q_wait(pl, &self.cond);
 	if (self.done)
 		goto done;
 
@@ -1412,7 +1100,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		}
 	}
 	if (self.exclusive) {
-		keydir_drain(pl);
+		tfs__keydir_drain(pl);
 		pthread_mutex_unlock(&pl->q_lock);
 		rc = self.exclusive(pl, self.exclusive_arg);
 		pthread_mutex_lock(&pl->q_lock);
@@ -1421,7 +1109,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		rc = commit_group(pl, &self, n, &marks);
 		pthread_mutex_lock(&pl->q_lock);
 		ticket = pl->kd_issued++;
-		kops = kops_take(pl);
+		kops = tfs__kops_take(pl);
 	}
 	stop = &self;
 	for (size_t k = 0; k < n; k++)
@@ -1431,14 +1119,14 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 	if (!stop) {
 		pl->q_tail = NULL;
 	} else {
-		q_bump(pl);
+		tfs__q_bump(pl);
 		pthread_cond_signal(&stop->cond);
 	}
 	if (!self.exclusive) {
 		pthread_mutex_unlock(&pl->q_lock);
-		keydir_phase(pl, &self, n, rc, &ticket, &kops, &marks);
+		tfs__keydir_phase(pl, &self, n, rc, &ticket, &kops, &marks);
 		pthread_mutex_lock(&pl->q_lock);
-		kops_give(pl, kops);
+		tfs__kops_give(pl, kops);
 	}
 	/* n links: stop may be a leader at work by now, its next links its own */
 	w = &self;
@@ -1447,7 +1135,7 @@ static int submit(struct tfs_plog *pl, const struct tfs_append_rec *recs, size_t
 		w->result = rc < 0 ? rc : w->refused;
 		w->done = true;
 		if (w != &self) {
-			q_bump(pl);
+			tfs__q_bump(pl);
 			pthread_cond_signal(&w->cond);
 		}
 	}
@@ -1518,7 +1206,7 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 	struct onto *a = arg;
 	struct tfs_record_copy cur = { 0 };
 	struct tfs__waiter w = { 0 };
-	struct txn_marks marks = { false, false, 0 };
+	struct tfs__txn_marks marks = { false, false, 0 };
 	struct tfs_append_rec rec = { .key = a->key };
 	uint8_t *joined = NULL;
 	size_t base = 0;
@@ -1548,8 +1236,8 @@ static int append_onto_exclusive(struct tfs_plog *pl, void *arg)
 	else
 		rc = commit_group(pl, &w, 1, &marks);
 	if (rc == 0) {
-		struct kops_buf b = { NULL, 0 };
-		keydir_phase(pl, &w, 1, rc, NULL, &b, &marks);
+		struct tfs__kops_buf b = { NULL, 0 };
+		tfs__keydir_phase(pl, &w, 1, rc, NULL, &b, &marks);
 		free(b.ops);
 	}
 	a->first = w.first;

@@ -94,7 +94,7 @@ struct tfs_plog {
 	uint64_t kd_issued, kd_done[TFS_KEYDIR_SHARDS];
 	pthread_cond_t kd_cond;
 	atomic_uint q_seq;
-	atomic_bool q_spinning;           /* a waiter spins on q_seq (q_wait) */
+	atomic_bool q_spinning;           /* a waiter spins on q_seq (tfs__q_wait) */
 	struct tfs_keydir_op *kops_idle[2];
 	size_t kops_idle_cap[2];
 };
@@ -183,6 +183,64 @@ struct tfs__preencoded {
 	size_t txn_nops;
 	struct tfs_aborted_txn aborted;    /* set by the leader for an ABORT marker */
 };
+
+/* ---- the group-commit queue (partition_log.c) and its key phase (plog_keyphase.c) ---- */
+
+/* One append unit in the queue. */
+struct tfs__waiter {
+	const struct tfs_append_rec *recs;
+	size_t count;
+	size_t bytes;                 /* encoded size estimate of the unit's records */
+	bool durable;
+	struct tfs__preencoded *pre;  /* NULL: the leader encodes the unit */
+	int (*exclusive)(struct tfs_plog *, void *);   /* runs alone, in queue order */
+	void *exclusive_arg;
+	bool done;
+	int result;
+	int refused;                  /* the producer state's refusal of this unit */
+	bool skip;                    /* refused or a duplicate: nothing written */
+	tfs_offset_t first;
+	int64_t timestamp;
+	pthread_cond_t cond;
+	struct tfs__waiter *next;
+};
+
+/* Whether a transaction was open while a group was written (at its start or at
+ * its end), and whether one still is after it: tfs__keydir_phase notes the group's
+ * removals for a COMMIT to come while one is, and forgets them once none is
+ * (txn_tombs.h). Both are read from the producer state by the leader, in offset
+ * order, so they hold for the group whatever tfs__keydir_phase meets later. */
+struct tfs__txn_marks {
+	bool during, after;
+	/* no put still to be committed can precede it: the oldest open
+	 * transaction's first offset at the group's start, else the group's
+	 * first; removals noted below it can go */
+	tfs_offset_t floor;
+};
+
+/* A buffer of key-directory changes for one group's second phase. */
+struct tfs__kops_buf {
+	struct tfs_keydir_op *ops;
+	size_t cap;
+};
+
+/* One of the partition's idle buffers (kops_idle) when there is one, else an
+ * empty one; and its return (freed when the idle ones are all there). Under
+ * q_lock. */
+struct tfs__kops_buf tfs__kops_take(struct tfs_plog *pl);
+void tfs__kops_give(struct tfs_plog *pl, struct tfs__kops_buf b);
+/* The key directory learns what the group of n waiters from head wrote
+ * (written < 0: it failed, nothing), in ticket order (ticket NULL: an exclusive
+ * request's own group, no turn to wait for). Called without q_lock. */
+void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n, int written,
+                       const uint64_t *ticket, struct tfs__kops_buf *b,
+                       const struct tfs__txn_marks *marks);
+/* Under q_lock, as the leader: until every group written is in the directory. */
+void tfs__keydir_drain(struct tfs_plog *pl);
+/* A hand-over in the queue happened: under q_lock, before its signal. */
+void tfs__q_bump(struct tfs_plog *pl);
+/* pthread_cond_wait(cond, &pl->q_lock), spinning first; may return early. */
+void tfs__q_wait(struct tfs_plog *pl, pthread_cond_t *cond);
 
 /* partition_log.c: runs a unit its appender encoded (pre: producer, with its
  * producer fields in pre->pin) through the group-commit queue, count records
