@@ -575,9 +575,18 @@ static void batch_add(struct apply_batch *b, struct ref *ref, uint32_t id, bool 
 	}
 }
 
+/* Every other batch goes shard by shard, last shard first (shards hold disjoint
+ * keys, so their order must not matter), as group commit applies them. */
 static void batch_apply(struct tfs_keydir *kd, struct apply_batch *b)
 {
-	assert_int_equal(tfs_keydir_apply(kd, b->ops, b->n), 0);
+	static unsigned calls;
+
+	if (calls++ % 2 == 0) {
+		assert_int_equal(tfs_keydir_apply(kd, b->ops, b->n), 0);
+	} else {
+		for (unsigned s = TFS_KEYDIR_SHARDS; s-- > 0;)
+			assert_int_equal(tfs_keydir_apply_shard(kd, s, b->ops, b->n), 0);
+	}
 	b->n = 0;
 	b->klen = 0;
 }
@@ -1097,13 +1106,104 @@ static int oom_child(size_t key_len)
 	return OOM_OK;
 }
 
-static void run_oom_child(size_t key_len)
+
+/* Runs in a child: applies batches under an address-space limit until one fails,
+ * then checks the contract of tfs_keydir_apply (whole != 0) or of
+ * tfs_keydir_apply_shard in shard order: every shard kept a prefix of its
+ * changes (apply: a shard that failed stopped there, the others went on until
+ * they failed too or finished); with apply_shard, the shards before the failing
+ * one kept all of theirs and those after it none (the caller stopped calling).
+ * Every other change is a new key, which allocates; the others move keys put
+ * before the limit to a newer offset, which allocates nothing, so a shard that
+ * went on past its failure would show them applied. */
+static int oom_apply_child(size_t whole)
+{
+	enum { BATCH = 4096, OLD = BATCH / 2, KEY_LEN = 13 };
+	const uint32_t old_id = 0x80000000u;  /* ids of the keys put before the limit */
+	struct tfs_keydir_op *ops = calloc(BATCH, sizeof *ops);
+	uint8_t *keys = malloc((size_t)BATCH * KEY_LEN);
+	struct tfs_keydir *kd = tfs_keydir_create();
+	struct tfs_keyinfo info;
+	struct rlimit old, lim;
+	bool missing[TFS_KEYDIR_SHARDS] = { false };
+	unsigned failed = TFS_KEYDIR_SHARDS;
+	uint32_t fresh = 0;
+	tfs_offset_t clock = 0;
+	int rc = 0;
+
+	if (!ops || !keys || !kd || getrlimit(RLIMIT_AS, &old))
+		return OOM_SETUP;
+	for (uint32_t i = 0; i < OLD; i++) {
+		info = info_at(++clock);
+		if (tfs_keydir_put(kd, tfs_slice_make(keys, oom_key(old_id + i, KEY_LEN, keys)), &info))
+			return OOM_SETUP;
+	}
+	lim = old;
+	lim.rlim_cur = (rlim_t)(vm_bytes() + OOM_HEADROOM_BYTES);
+	if (setrlimit(RLIMIT_AS, &lim))
+		return OOM_SETUP;
+	while (rc == 0 && fresh < OOM_MAX_KEYS) {
+		for (uint32_t j = 0; j < BATCH; j++) {
+			uint8_t *k = keys + (size_t)j * KEY_LEN;
+			uint32_t id = j % 2 ? old_id + j / 2 : fresh + j / 2;
+			ops[j].key = tfs_slice_make(k, oom_key(id, KEY_LEN, k));
+			ops[j].hash = tfs_keydir_hash(ops[j].key);
+			ops[j].remove = false;
+			ops[j].info = info_at(++clock);
+		}
+		if (whole) {
+			rc = tfs_keydir_apply(kd, ops, BATCH);
+		} else {
+			for (failed = 0; failed < TFS_KEYDIR_SHARDS; failed++)
+				if ((rc = tfs_keydir_apply_shard(kd, failed, ops, BATCH)) < 0)
+					break;
+		}
+		if (rc == 0)
+			fresh += BATCH / 2;
+	}
+	if (rc == 0)
+		return OOM_NEVER_FAILED;
+	if (rc != -ENOMEM)
+		return OOM_WRONG_ERROR;
+	for (uint32_t j = 0; j < BATCH; j++) {
+		unsigned s = tfs_keydir_shard(ops[j].hash);
+		bool there = tfs_keydir_get(kd, ops[j].key, &info) == 1 &&
+		             info.offset == ops[j].info.offset;
+
+		if (there && (missing[s] || (!whole && s > failed)))
+			return OOM_CHANGED;     /* not a prefix, or a shard past the failure */
+		if (!there)
+			missing[s] = true;
+	}
+	if (!whole) {
+		for (unsigned s = 0; s < failed; s++)
+			if (missing[s])
+				return OOM_CHANGED;
+		if (!missing[failed])
+			return OOM_CHANGED;
+	}
+	if (tfs_keydir__check(kd))
+		return OOM_CHECK;
+	if (setrlimit(RLIMIT_AS, &old))
+		return OOM_SETUP;
+	/* replaying the failed batch finishes it: the applied part is not changed */
+	if (tfs_keydir_apply(kd, ops, BATCH) || tfs_keydir_count(kd) != OLD + fresh + BATCH / 2 ||
+	    tfs_keydir__check(kd))
+		return OOM_NO_RECOVERY;
+	tfs_keydir_destroy(kd);
+	free(keys);
+	free(ops);
+	return OOM_OK;
+}
+
+/* Runs child(arg) in a forked process (the limit must not outlive it). */
+static void run_oom(int (*child)(size_t), size_t arg)
 {
 	int status = 0;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(oom_child(key_len));
+		_exit(child(arg));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), OOM_OK);
@@ -1120,9 +1220,23 @@ static void test_put_enomem_leaves_table_unchanged(void **state)
 #ifdef SHADOW_SANITIZER
 	skip();
 #else
-	run_oom_child(13);
-	run_oom_child(1000);
-	run_oom_child(64 * 1024);
+	run_oom(oom_child, 13);
+	run_oom(oom_child, 1000);
+	run_oom(oom_child, 64 * 1024);
+#endif
+}
+
+/* A batch that runs out of memory part way: each shard keeps a prefix of its
+ * changes (a key's changes stay in offset order), and replaying the batch
+ * finishes it. */
+static void test_apply_enomem_keeps_a_prefix_of_each_shard(void **state)
+{
+	(void)state;
+#ifdef SHADOW_SANITIZER
+	skip();
+#else
+	run_oom(oom_apply_child, true);
+	run_oom(oom_apply_child, false);
 #endif
 }
 
@@ -1191,6 +1305,7 @@ int main(void)
 		cmocka_unit_test(test_equal_hash_keys_are_returned_back_to_back),
 		cmocka_unit_test(test_memory_and_key_bytes_are_sane),
 		cmocka_unit_test(test_put_enomem_leaves_table_unchanged),
+		cmocka_unit_test(test_apply_enomem_keeps_a_prefix_of_each_shard),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
