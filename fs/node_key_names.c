@@ -20,6 +20,7 @@ void tfs_key_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 	struct tfs_node *n;
 	uint8_t kb[TFS_NODE_KEY_CAP];
 	ssize_t klen = tfs_key__decode_name(name, kb);
+	int rc;
 
 	if (klen < 0 || !pl) {
 		fuse_reply_err(req, ENOENT);    /* a non-canonical name names no key */
@@ -27,8 +28,11 @@ void tfs_key_lookup(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 	}
 	tfs_child_ident(dir, TFS_NODE_KEY, 0, tfs_slice_make(kb, (size_t)klen), &id);
 	n = tfs_inode_find(m->inodes, &id);
-	if (!n && tfs_plog_lookup(pl, id.key, &info) < 0) {
-		fuse_reply_err(req, ENOENT);    /* no entry: the kernel caches nothing */
+	rc = n ? 0 : tfs_plog_lookup(pl, id.key, &info);
+	if (rc < 0) {
+		/* no entry: the kernel caches nothing; EIO when the partition's key
+		 * directory cannot be trusted (it would make up an absence) */
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	tfs_inode_put(m->inodes, n);
@@ -67,7 +71,12 @@ void tfs_key_create(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		return;
 	}
 	tfs_child_ident(dir, TFS_NODE_KEY, 0, tfs_slice_make(kb, (size_t)klen), &id);
-	live = tfs_plog_lookup(pl, id.key, &info) == 0;
+	rc = tfs_plog_lookup(pl, id.key, &info);
+	if (rc < 0 && rc != -ENOENT) {
+		tfs_reply_err(req, rc, "key");
+		return;
+	}
+	live = rc == 0;
 	if (live && (fi->flags & O_EXCL)) {
 		fuse_reply_err(req, EEXIST);
 		return;
@@ -182,15 +191,16 @@ void tfs_key_unlink(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		pending = n->writers != NULL;
 		pthread_mutex_unlock(&n->lock);
 	}
-	if (tfs_plog_lookup(pl, id.key, &info) == 0) {
+	rc = tfs_plog_lookup(pl, id.key, &info);
+	if (rc == 0) {
 		rec.key = id.key;
 		rec.value_null = true;
 		rc = tfs_plog_append(pl, &rec, 1, false, NULL, NULL);
 		if (rc == 0)
 			atomic_fetch_add_explicit(&m->stats.tombstones, 1, memory_order_relaxed);
-	} else if (!pending) {
-		rc = -ENOENT;                   /* no live value: nothing to delete */
-	}
+	} else if (rc == -ENOENT && pending) {
+		rc = 0;                         /* created, not committed: the handle's */
+	}                                       /* else no live value, or EIO */
 	if (rc == 0 && n)
 		tfs_inode_unhash(m->inodes, n);
 	tfs_inode_put(m->inodes, n);
@@ -239,7 +249,7 @@ void tfs_key_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 	tfs_child_ident(dir, TFS_NODE_KEY, 0, tfs_slice_make(okb, (size_t)olen), &oid);
 	tfs_child_ident(dir, TFS_NODE_KEY, 0, tfs_slice_make(nkb, (size_t)nlen), &nid);
 	if (olen == nlen && !memcmp(okb, nkb, (size_t)olen)) {
-		fuse_reply_err(req, tfs_plog_lookup(pl, oid.key, &info) == 0 ? 0 : ENOENT);
+		fuse_reply_err(req, -tfs_plog_lookup(pl, oid.key, &info));
 		return;
 	}
 	on = tfs_inode_find(m->inodes, &oid);
@@ -250,7 +260,12 @@ void tfs_key_rename(fuse_req_t req, struct tfs_mount *m, struct tfs_node *dir, c
 		pthread_mutex_unlock(&on->lock);
 	}
 	if (flags & RENAME_NOREPLACE) {
-		bool target = tfs_plog_lookup(pl, nid.key, &info) == 0;
+		int lrc = tfs_plog_lookup(pl, nid.key, &info);
+		bool target = lrc == 0;
+		if (lrc < 0 && lrc != -ENOENT) {
+			rc = lrc;
+			goto out;
+		}
 		if (!target && nn) {
 			pthread_mutex_lock(&nn->lock);
 			target = nn->writers != NULL;

@@ -372,7 +372,12 @@ static int rename_to_key(struct tfs_mount *m, struct tfs_node *dir, const char *
 	tfs_child_ident(dir, TFS_NODE_KEY, 0, c.key, &kid);
 	kn = tfs_inode_find(m->inodes, &kid);
 	if (noreplace) {
-		bool target = tfs_plog_lookup(pl, c.key, &info) == 0;
+		int lrc = tfs_plog_lookup(pl, c.key, &info);
+		bool target = lrc == 0;
+		if (lrc < 0 && lrc != -ENOENT) {
+			rc = lrc;
+			goto out;
+		}
 		if (!target && kn) {
 			pthread_mutex_lock(&kn->lock);
 			target = kn->writers != NULL;   /* created, not committed yet */

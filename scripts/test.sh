@@ -45,12 +45,13 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 step "unit tests (asan+ubsan, uring and sync)" \
 	ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
 
-# TSan: the threaded parts (group commit, readers during appends, the engine's threads,
-# the cleaner pool).
+# TSan: the threaded parts (group commit and its key-directory shards, transactions,
+# readers during appends, the engine's threads, the cleaner pool).
 tsan_tests() {
 	local t rc=0
 	for t in engine_test_partition_log engine_test_engine engine_test_cleaner engine_test_cleaner_manager \
-		engine_test_cleaner_dryrun engine_test_cleaner_crash fs_test_scratch engine_test_lag; do
+		engine_test_cleaner_dryrun engine_test_cleaner_crash fs_test_scratch engine_test_lag \
+		engine_test_plog_stress engine_test_plog_txn engine_test_cleaner_txn engine_test_plog_produce; do
 		[ -x "$root/build-tsan/$t" ] || continue
 		TSAN_OPTIONS=halt_on_error=1 TFS_IO=sync "$root/build-tsan/$t" || rc=1
 	done

@@ -186,3 +186,43 @@ void t_fds_release(int *fds, int n)
 	for (int i = 0; i < n; i++)
 		close(fds[i]);
 }
+
+/* Virtual size of this process, from /proc/self/statm. */
+static size_t vm_bytes(void)
+{
+	unsigned long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%lu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static struct rlimit unlimited_as;
+static bool as_limited;
+
+int t_limit_address_space(size_t headroom)
+{
+	struct rlimit lim;
+
+	if (!as_limited && getrlimit(RLIMIT_AS, &unlimited_as))
+		return -1;
+	lim = unlimited_as;
+	lim.rlim_cur = (rlim_t)(vm_bytes() + headroom);
+	if (setrlimit(RLIMIT_AS, &lim))
+		return -1;
+	as_limited = true;
+	return 0;
+}
+
+int t_unlimit_address_space(void)
+{
+	if (!as_limited)
+		return 0;
+	if (setrlimit(RLIMIT_AS, &unlimited_as))
+		return -1;
+	as_limited = false;
+	return 0;
+}

@@ -26,6 +26,23 @@ int t_write_file(const char *path, const void *data, size_t len);
 /* Size of a file, or -1. */
 long t_file_size(const char *path);
 
+/* Out of memory. ASan and TSan reserve terabytes of shadow memory: an
+ * address-space limit cannot work under them, so suites skip such tests when
+ * T_SHADOW_SANITIZER is defined. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SHADOW_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define T_SHADOW_SANITIZER 1
+#endif
+#endif
+/* Limits this process's address space to what it uses now plus headroom bytes,
+ * so that allocations past that fail; t_unlimit_address_space lifts it again.
+ * For forked children only. 0, or -1 with errno. */
+int t_limit_address_space(size_t headroom);
+int t_unlimit_address_space(void);
+
 /* Crash sweeps. The child of t_crash_run: runs the workload in a forked process,
  * arming fault_spec (tfs_io_set_fault) where the workload starts, and writes one
  * report to fd after each step it had acknowledged. Returns 0 once it ran to the

@@ -68,6 +68,9 @@ struct tfs_plog {
 
 	atomic_int_fast64_t unsynced_since_ms;  /* 0 when everything is durable */
 	int failed;                         /* < 0: a write error left the tail unknown */
+	atomic_bool kd_failed;              /* a key-directory update ran out of memory:
+	                                     * it misses records of the log, so reads by
+	                                     * key fail with EIO until a remount rebuilds it */
 	bool appended;                      /* a group was written since the open (leader) */
 	bool pstate_replayed;               /* recovery replayed producer batches past the
 	                                     * newest snapshot (then constant) */

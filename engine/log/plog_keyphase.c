@@ -233,24 +233,35 @@ void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 		kd_turn_wait(pl, 0, *ticket);
 	pthread_rwlock_wrlock(&pl->kd_lock[0]);
 	/* every group before this one is done with the noted set: a group that
-	 * changes it holds shard 0 until it is through */
+	 * changes it holds shard 0's turn until it is through */
 	whole = commits || marks->during || pl->tombs;
-	for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
-		if (s > 0) {
-			if (ticket)
-				kd_turn_wait(pl, s, *ticket);
-			pthread_rwlock_wrlock(&pl->kd_lock[s]);
-		}
-		if (!whole) {
+	if (!whole) {
+		for (unsigned s = 0; s < TFS_KEYDIR_SHARDS; s++) {
+			if (s > 0) {
+				if (ticket)
+					kd_turn_wait(pl, s, *ticket);
+				pthread_rwlock_wrlock(&pl->kd_lock[s]);
+			}
 			if (ops > 0 && tfs_keydir_apply_shard(pl->kd, s, b->ops, ops) < 0)
 				failed = true;
 			pthread_rwlock_unlock(&pl->kd_lock[s]);
 			if (ticket)
 				kd_turn_pass(pl, s, s + 1, *ticket);
 		}
-	}
-	if (!whole)
 		goto out;
+	}
+	/* Every shard's turn, then every shard's lock: no shard lock is held while
+	 * q_lock is taken (docs/engine.md §4). Shard 0's turn keeps it ours while
+	 * its lock is let go, and what `whole` read with it: only a whole group
+	 * changes the noted set, and it passes shard 0's turn last. */
+	if (ticket) {
+		pthread_rwlock_unlock(&pl->kd_lock[0]);
+		for (unsigned s = 1; s < TFS_KEYDIR_SHARDS; s++)
+			kd_turn_wait(pl, s, *ticket);
+		pthread_rwlock_wrlock(&pl->kd_lock[0]);
+	}
+	for (unsigned s = 1; s < TFS_KEYDIR_SHARDS; s++)
+		pthread_rwlock_wrlock(&pl->kd_lock[s]);
 
 	if (ops > 0 && tfs_keydir_apply(pl->kd, b->ops, ops) < 0)
 		failed = true;
@@ -273,9 +284,11 @@ void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 	if (ticket)
 		kd_turn_pass(pl, 0, TFS_KEYDIR_SHARDS, *ticket);
 out:
-	if (failed)
-		tfs_log_error("plog", "out of memory indexing keys of %s; remount to rebuild",
-		              pl->path);
+	/* before the waiters are answered: no read after an acknowledgement may
+	 * take the directory's word for a key it missed */
+	if (failed && !atomic_exchange(&pl->kd_failed, true))
+		tfs_log_error("plog", "out of memory indexing keys of %s; reads by key fail "
+		              "with EIO until a remount rebuilds the key directory", pl->path);
 }
 
 /* Waits until every group written so far is in the key directory, so that an

@@ -247,6 +247,8 @@ int tfs_plog_lookup(struct tfs_plog *pl, struct tfs_slice key, struct tfs_keyinf
 	uint64_t hash = tfs_keydir_hash(key);
 	pthread_rwlock_t *lock = &pl->kd_lock[tfs_keydir_shard(hash)];
 
+	if (atomic_load(&pl->kd_failed))
+		return -EIO;                    /* the directory misses records (plog_keyphase.c) */
 	pthread_rwlock_rdlock(lock);
 	found = tfs_keydir_get_hashed(pl->kd, key, hash, info);
 	pthread_rwlock_unlock(lock);
@@ -306,6 +308,8 @@ int tfs_plog_scan_keys(struct tfs_plog *pl, bool after_valid, uint64_t after_has
 {
 	int rc;
 
+	if (atomic_load(&pl->kd_failed))
+		return -EIO;
 	tfs__plog_kd_lock(pl, false);
 	rc = tfs_keydir_scan(pl->kd, after_valid, after_hash, fn, arg);
 	tfs__plog_kd_unlock(pl);

@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/log/keydir.h"
 #include "engine/log/txn_tombs.h"
+#include "tests/t_util.h"
 
 /* Test hooks defined in engine/log/keydir.c: the public calls with a forced hash, and the
  * invariant checker (0, or the number of the violated invariant). */
@@ -999,31 +999,7 @@ static void test_memory_and_key_bytes_are_sane(void **state)
 
 /* ---- out of memory ---- */
 
-/* ASan and TSan reserve terabytes of shadow memory: an address-space limit cannot
- * work under them. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SHADOW_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define SHADOW_SANITIZER 1
-#endif
-#endif
-
-#ifndef SHADOW_SANITIZER
-/* Virtual size of this process, from /proc/self/statm. */
-static size_t vm_bytes(void)
-{
-	unsigned long pages = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f) {
-		if (fscanf(f, "%lu", &pages) != 1)
-			pages = 0;
-		fclose(f);
-	}
-	return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
+#ifndef T_SHADOW_SANITIZER
 /* Address space the child may still grow by before allocations fail. */
 #define OOM_HEADROOM_BYTES (8u << 20)
 #define OOM_MAX_KEYS 10000000u
@@ -1053,21 +1029,18 @@ static int oom_child(size_t key_len)
 	uint8_t *buf = malloc(key_len);
 	struct tfs_keydir *kd = tfs_keydir_create();
 	struct tfs_keyinfo info;
-	struct rlimit old, lim;
 	size_t key_bytes, mem;
 	uint32_t i, n;
 	int rc = 0;
 
-	if (!buf || !kd || getrlimit(RLIMIT_AS, &old))
+	if (!buf || !kd)
 		return OOM_SETUP;
 	for (i = 0; i < OOM_BASE_KEYS; i++) {
 		info = info_at(i);
 		if (tfs_keydir_put(kd, tfs_slice_make(buf, oom_key(i, key_len, buf)), &info))
 			return OOM_SETUP;
 	}
-	lim = old;
-	lim.rlim_cur = (rlim_t)(vm_bytes() + OOM_HEADROOM_BYTES);
-	if (setrlimit(RLIMIT_AS, &lim))
+	if (t_limit_address_space(OOM_HEADROOM_BYTES))
 		return OOM_SETUP;
 	for (; i < OOM_MAX_KEYS; i++) {
 		key_bytes = tfs_keydir_key_bytes(kd);
@@ -1095,7 +1068,7 @@ static int oom_child(size_t key_len)
 	}
 	if (tfs_keydir__check(kd))
 		return OOM_CHECK;
-	if (setrlimit(RLIMIT_AS, &old))
+	if (t_unlimit_address_space())
 		return OOM_SETUP;
 	info = info_at(n);
 	if (tfs_keydir_put(kd, tfs_slice_make(buf, oom_key(n, key_len, buf)), &info) ||
@@ -1124,23 +1097,20 @@ static int oom_apply_child(size_t whole)
 	uint8_t *keys = malloc((size_t)BATCH * KEY_LEN);
 	struct tfs_keydir *kd = tfs_keydir_create();
 	struct tfs_keyinfo info;
-	struct rlimit old, lim;
 	bool missing[TFS_KEYDIR_SHARDS] = { false };
 	unsigned failed = TFS_KEYDIR_SHARDS;
 	uint32_t fresh = 0;
 	tfs_offset_t clock = 0;
 	int rc = 0;
 
-	if (!ops || !keys || !kd || getrlimit(RLIMIT_AS, &old))
+	if (!ops || !keys || !kd)
 		return OOM_SETUP;
 	for (uint32_t i = 0; i < OLD; i++) {
 		info = info_at(++clock);
 		if (tfs_keydir_put(kd, tfs_slice_make(keys, oom_key(old_id + i, KEY_LEN, keys)), &info))
 			return OOM_SETUP;
 	}
-	lim = old;
-	lim.rlim_cur = (rlim_t)(vm_bytes() + OOM_HEADROOM_BYTES);
-	if (setrlimit(RLIMIT_AS, &lim))
+	if (t_limit_address_space(OOM_HEADROOM_BYTES))
 		return OOM_SETUP;
 	while (rc == 0 && fresh < OOM_MAX_KEYS) {
 		for (uint32_t j = 0; j < BATCH; j++) {
@@ -1184,7 +1154,7 @@ static int oom_apply_child(size_t whole)
 	}
 	if (tfs_keydir__check(kd))
 		return OOM_CHECK;
-	if (setrlimit(RLIMIT_AS, &old))
+	if (t_unlimit_address_space())
 		return OOM_SETUP;
 	/* replaying the failed batch finishes it: the applied part is not changed */
 	if (tfs_keydir_apply(kd, ops, BATCH) || tfs_keydir_count(kd) != OLD + fresh + BATCH / 2 ||
@@ -1217,7 +1187,7 @@ static void run_oom(int (*child)(size_t), size_t arg)
 static void test_put_enomem_leaves_table_unchanged(void **state)
 {
 	(void)state;
-#ifdef SHADOW_SANITIZER
+#ifdef T_SHADOW_SANITIZER
 	skip();
 #else
 	run_oom(oom_child, 13);
@@ -1232,7 +1202,7 @@ static void test_put_enomem_leaves_table_unchanged(void **state)
 static void test_apply_enomem_keeps_a_prefix_of_each_shard(void **state)
 {
 	(void)state;
-#ifdef SHADOW_SANITIZER
+#ifdef T_SHADOW_SANITIZER
 	skip();
 #else
 	run_oom(oom_apply_child, true);

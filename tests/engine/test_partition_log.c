@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/format/batch_reader.h"
@@ -1170,6 +1171,123 @@ static bool crash_at(struct fx *f, int n)
 	return finished;
 }
 
+/* ---- a key directory that runs out of memory ---- */
+
+#ifndef T_SHADOW_SANITIZER
+enum kd_oom_result {
+	KD_OOM_OK = 0,
+	KD_OOM_SETUP = 10,     /* the partition or the limit could not be set up */
+	KD_OOM_NEVER,          /* no key-directory update failed */
+	KD_OOM_STALE,          /* an acknowledged key was missing or old */
+	KD_OOM_NOT_STICKY,     /* a read or a listing was answered after the failure */
+	KD_OOM_LOST,           /* the reopened partition misses an acknowledged key */
+};
+
+#define KD_OOM_BATCH 512
+
+static size_t kd_oom_key(char *buf, uint32_t i)
+{
+	return (size_t)snprintf(buf, 16, "k%09" PRIu32, i);
+}
+
+static int kd_oom_visit(void *arg, struct tfs_slice key, const struct tfs_keyinfo *info,
+                        uint64_t hash)
+{
+	(void)arg, (void)key, (void)info, (void)hash;
+	return 0;
+}
+
+/* Runs in a child: appends batches of new keys under an address-space limit,
+ * reading every acknowledged key back, until a read says EIO. Until then each
+ * acknowledged key must be found at its offset; from then on no read by key
+ * and no listing is answered (the directory misses records), until a reopen,
+ * which finds every acknowledged key. */
+static int kd_oom_child(const char *path)
+{
+	static char keys[KD_OOM_BATCH][16];
+	struct tfs_append_rec recs[KD_OOM_BATCH];
+	struct tfs_io *io = t_io();
+	struct tfs_fdcache *fdc = tfs_fdcache_create(io, 64);
+	struct tfs_topic_config cfg;
+	struct tfs_plog_env env = { io, fdc, &cfg, false };
+	struct tfs_plog *pl = NULL;
+	struct tfs_keyinfo info;
+	uint32_t next = 0;
+	int failures = 0;
+	bool eio = false;
+
+	tfs_topic_config_defaults(&cfg);
+	if (!fdc || tfs_plog_open(&env, path, true, &pl) || t_limit_address_space(16u << 20))
+		return KD_OOM_SETUP;
+	while (!eio && next < 50000000u && failures < 100) {
+		tfs_offset_t first = -1;
+		memset(recs, 0, sizeof(recs));
+		for (uint32_t i = 0; i < KD_OOM_BATCH; i++) {
+			size_t len = kd_oom_key(keys[i], next + i);
+			recs[i].key = tfs_slice_make(keys[i], len);
+			recs[i].value = recs[i].key;
+		}
+		if (tfs_plog_append(pl, recs, KD_OOM_BATCH, false, &first, NULL) != 0) {
+			failures++;             /* nothing appended: the same keys again */
+			continue;
+		}
+		failures = 0;
+		if (first != (tfs_offset_t)next)
+			return KD_OOM_STALE;
+		for (uint32_t i = 0; i < KD_OOM_BATCH && !eio; i++) {
+			int rc = tfs_plog_lookup(pl, recs[i].key, &info);
+			if (rc == -EIO)
+				eio = true;
+			else if (rc != 0 || info.offset != first + (tfs_offset_t)i)
+				return KD_OOM_STALE;
+		}
+		next += KD_OOM_BATCH;
+	}
+	if (!eio)
+		return KD_OOM_NEVER;
+	if (t_unlimit_address_space())
+		return KD_OOM_SETUP;
+	if (tfs_plog_lookup(pl, tfs_slice_make(keys[0], kd_oom_key(keys[0], 0)), &info) != -EIO ||
+	    tfs_plog_scan_keys(pl, false, 0, kd_oom_visit, NULL) != -EIO)
+		return KD_OOM_NOT_STICKY;
+	tfs_plog_close(pl);
+	if (tfs_plog_open(&env, path, false, &pl))
+		return KD_OOM_LOST;
+	for (uint32_t i = 0; i < next; i++) {
+		struct tfs_slice k = tfs_slice_make(keys[0], kd_oom_key(keys[0], i));
+		if (tfs_plog_lookup(pl, k, &info) != 0 || info.offset != (tfs_offset_t)i)
+			return KD_OOM_LOST;
+	}
+	tfs_plog_close(pl);
+	tfs_fdcache_destroy(fdc);
+	tfs_io_destroy(io);
+	return KD_OOM_OK;
+}
+#endif
+
+/* A key-directory update that fails (out of memory) leaves the directory missing
+ * records the log holds: reads by key must fail with EIO, not answer from it,
+ * until a reopen rebuilds it. */
+static void a_key_directory_out_of_memory_fails_reads_until_reopen(void **state)
+{
+	struct fx *f = *state;
+	int status = 0;
+	pid_t pid;
+
+#ifdef T_SHADOW_SANITIZER
+	(void)f, (void)status, (void)pid;
+	skip();
+#else
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(kd_oom_child(f->path));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), KD_OOM_OK);
+#endif
+}
+
 static void a_crash_at_every_io_step_loses_no_acknowledged_record(void **state)
 {
 	struct fx *f = *state;
@@ -1265,6 +1383,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_roll_that_fails_past_the_next_segment_takes_nothing_more, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_crash_at_every_io_step_loses_no_acknowledged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(many_partitions_share_a_small_fd_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_key_directory_out_of_memory_fails_reads_until_reopen,
+		                                setup, teardown),
 	};
 	return cmocka_run_group_tests_name("partition_log", tests, NULL, NULL);
 }
