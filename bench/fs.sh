@@ -364,8 +364,9 @@ run_workloads() {
 	timed_phase put "$PUT_LINES" dd if="$TM/ingest.put" of="$putf" bs=128k
 	if [[ $CUR_FS == tfs* ]]; then
 		after=$(getfattr --only-values -n user.topicfs.log_end_offset "$w" 2>/dev/null)
-		if [[ -z $before || -z $after ]] || ((after - before != PUT_LINES)); then
-			note "$CUR_FS round $ROUND: .put appended $((${after:-0} - ${before:-0})) records, expected $PUT_LINES"
+		# one transaction: its lines, then the COMMIT marker at the close
+		if [[ -z $before || -z $after ]] || ((after - before != PUT_LINES + 1)); then
+			note "$CUR_FS round $ROUND: .put took $((${after:-0} - ${before:-0})) offsets, expected $PUT_LINES records and a COMMIT marker"
 			ERRORS=$((ERRORS + 1))
 		fi
 	fi
