@@ -147,14 +147,15 @@ dd_once() {
 # dd_pair MIB -> prints MB/s of two dd runs of MIB each to two files at once: the
 # total bytes over the slower one's seconds (what the disk gives two streams)
 dd_pair() {
-	local a b
+	local a b pid ok=1
 	a=$(mktemp /tmp/tfs-dd.XXXXXX)
 	b=$(mktemp /tmp/tfs-dd.XXXXXX)
 	LC_ALL=C dd if=/dev/zero of="$DATA/ddtest.a" bs=1M count="$1" conv=fdatasync 2>"$a" &
-	LC_ALL=C dd if=/dev/zero of="$DATA/ddtest.b" bs=1M count="$1" conv=fdatasync 2>"$b"
-	wait
+	pid=$!
+	LC_ALL=C dd if=/dev/zero of="$DATA/ddtest.b" bs=1M count="$1" conv=fdatasync 2>"$b" || ok=0
+	wait "$pid" || ok=0
 	rm -f "$DATA/ddtest.a" "$DATA/ddtest.b"
-	tail -q -n 1 "$a" "$b" | awk '{ n = split($0, p, ", "); split(p[n - 1], s, " ");
+	((ok)) && tail -q -n 1 "$a" "$b" | awk '{ n = split($0, p, ", "); split(p[n - 1], s, " ");
 		bytes += $1; if (s[1] > t) t = s[1] }
 		END { if (NR == 2 && t > 0) printf "%.1f\n", bytes / t / 1e6 }'
 	rm -f "$a" "$b"
@@ -211,16 +212,20 @@ for level in $ZSTD_FAST_LEVELS; do
 	done
 done
 ORDER+=(b1_w1 b1_w2 b1_w1_iosync b1_w2_iosync)
-# the scaling rows again in memory (the last --dir given wins)
+# the scaling rows again in memory (the last --dir given wins); they need room
+# for one log, ~122 bytes a record, with half as much again to spare
 MEM_ROWS=()
-if [[ -n $MEM_DIR && $(stat -f -c %T "$MEM_DIR" 2>/dev/null) == tmpfs && -w $MEM_DIR ]]; then
+MEM_NEED_KB=$((RECORDS * 122 * 3 / 2 / 1024))
+if [[ -n $MEM_DIR && $(stat -f -c %T "$MEM_DIR" 2>/dev/null) == tmpfs && -w $MEM_DIR &&
+	$MEM_DIR != *[[:space:]]* ]] &&
+	(($(df -Pk "$MEM_DIR" | awk 'NR == 2 { print $4 }') >= MEM_NEED_KB)); then
 	for tag in b1000_w1 b1000_w2 b1000_w2_p2; do
 		CFG_ARGS[mem_$tag]="${CFG_ARGS[$tag]} --dir $MEM_DIR"
 		MEM_ROWS+=("mem_$tag")
 	done
 	ORDER+=("${MEM_ROWS[@]}")
 elif [[ -n $MEM_DIR ]]; then
-	note "MEM_DIR $MEM_DIR is not a writable tmpfs: no scaling rows without the disk"
+	note "MEM_DIR $MEM_DIR is not a writable tmpfs with $MEM_NEED_KB KiB free (and no spaces in its path): no scaling rows without the disk"
 fi
 [[ -n $IO ]] && for tag in "${ORDER[@]}"; do
 	[[ $tag == *_iosync ]] || CFG_ARGS[$tag]+=" --io $IO"
@@ -473,6 +478,7 @@ if ((${#MEM_ROWS[@]})); then
 	scale_pair mem_b1000_w2 mem_b1000_w1 "$SCALE_ONE_PARTITION_TARGET" "one partition" 0
 fi
 
+echo
 echo "== open with producer snapshots vs a full replay: $PSTATE_PRODUCERS producers, $PSTATE_RECORDS records in batches of 10"
 if ((PSTATE_OK)); then
 	f=$LOGS/open_pstate.out

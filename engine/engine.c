@@ -653,6 +653,14 @@ int tfs_engine_topic_delete(struct tfs_engine *e, const char *name, bool force)
 	}
 	if (!force) {
 		for (int32_t i = 0; i < t->nparts; i++) {
+			if (!tfs_plog_keys_trusted(t->parts[i])) {
+				/* a count of zero could be keys the directory missed */
+				pthread_rwlock_unlock(&e->lock);
+				tfs_log_error("engine", "cannot delete topic %s: the key directory of "
+				              "partition %d missed writes (out of memory); remount first",
+				              name, i);
+				return -EIO;
+			}
 			if (tfs_plog_live_keys(t->parts[i]) > 0) {
 				pthread_rwlock_unlock(&e->lock);
 				return -ENOTEMPTY;

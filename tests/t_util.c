@@ -206,11 +206,14 @@ static bool as_limited;
 int t_limit_address_space(size_t headroom)
 {
 	struct rlimit lim;
+	size_t now = vm_bytes();
 
-	if (!as_limited && getrlimit(RLIMIT_AS, &unlimited_as))
+	if (now == 0 || (!as_limited && getrlimit(RLIMIT_AS, &unlimited_as)))
 		return -1;
 	lim = unlimited_as;
-	lim.rlim_cur = (rlim_t)(vm_bytes() + headroom);
+	lim.rlim_cur = (rlim_t)(now + headroom);
+	if (lim.rlim_max != RLIM_INFINITY && lim.rlim_cur > lim.rlim_max)
+		return -1;                      /* a hard limit already below it */
 	if (setrlimit(RLIMIT_AS, &lim))
 		return -1;
 	as_limited = true;

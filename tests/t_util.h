@@ -39,7 +39,9 @@ long t_file_size(const char *path);
 #endif
 /* Limits this process's address space to what it uses now plus headroom bytes,
  * so that allocations past that fail; t_unlimit_address_space lifts it again.
- * For forked children only. 0, or -1 with errno. */
+ * For forked children only. 0, or -1 when it cannot (no /proc, or a hard limit
+ * already lower): the test should be skipped, with T_SKIP_STATUS from the child. */
+#define T_SKIP_STATUS 77
 int t_limit_address_space(size_t headroom);
 int t_unlimit_address_space(void);
 

@@ -261,6 +261,10 @@ int tfs_plog_roll(struct tfs_plog *pl);
 /* Key directory access (under the partition's read lock). */
 int tfs_plog_lookup(struct tfs_plog *pl, struct tfs_slice key, struct tfs_keyinfo *info);
 size_t tfs_plog_live_keys(struct tfs_plog *pl);
+/* false once a key-directory update ran out of memory: the directory misses
+ * records of the log (lookups and scans say -EIO), so its count means nothing
+ * either, until a reopen rebuilds it. */
+bool tfs_plog_keys_trusted(struct tfs_plog *pl);
 /* Visits live keys in cursor order; see tfs_keydir_scan. The visitor runs under the
  * partition's read lock: it must not call back into this partition. */
 int tfs_plog_scan_keys(struct tfs_plog *pl, bool after_valid, uint64_t after_hash,

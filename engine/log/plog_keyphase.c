@@ -112,6 +112,17 @@ static int apply_committed(struct tfs_plog *pl, const struct tfs_keydir_op *ops,
 	return rc;
 }
 
+/* A key-directory update failed: the directory misses records of the log from
+ * now on. Set before the shard's turn is passed on and before the group's
+ * waiters are answered, so that no read answered after either takes the
+ * directory's word for a key it missed (tfs_plog_lookup). */
+static void kd_fail(struct tfs_plog *pl)
+{
+	if (!atomic_exchange(&pl->kd_failed, true))
+		tfs_log_error("plog", "out of memory indexing keys of %s; reads by key fail "
+		              "with EIO until a remount rebuilds the key directory", pl->path);
+}
+
 /* Notes the group's removals (ops[0, n)) while a transaction is open. */
 static int note_removals(struct tfs_plog *pl, const struct tfs_keydir_op *ops, size_t n)
 {
@@ -216,10 +227,12 @@ void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 	struct tfs__waiter *w;
 	ssize_t nops = written < 0 ? 0 : kops_list(b, head, n);
 	size_t ops = nops > 0 ? (size_t)nops : 0;
-	bool failed = nops < 0, commits = false, whole;
+	bool commits = false, whole;
 	tfs_offset_t start = 0;
 	size_t k;
 
+	if (nops < 0)
+		kd_fail(pl);                    /* no memory for the group's changes */
 	for (w = head, k = 0; written >= 0 && k < n; k++, w = k < n ? w->next : NULL)
 		commits |= !w->skip && w->pre && w->pre->marker && w->pre->commit;
 	if (commits) {
@@ -243,12 +256,12 @@ void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 				pthread_rwlock_wrlock(&pl->kd_lock[s]);
 			}
 			if (ops > 0 && tfs_keydir_apply_shard(pl->kd, s, b->ops, ops) < 0)
-				failed = true;
+				kd_fail(pl);
 			pthread_rwlock_unlock(&pl->kd_lock[s]);
 			if (ticket)
 				kd_turn_pass(pl, s, s + 1, *ticket);
 		}
-		goto out;
+		return;
 	}
 	/* Every shard's turn, then every shard's lock: no shard lock is held while
 	 * q_lock is taken (docs/engine.md §4). Shard 0's turn keeps it ours while
@@ -264,15 +277,15 @@ void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 		pthread_rwlock_wrlock(&pl->kd_lock[s]);
 
 	if (ops > 0 && tfs_keydir_apply(pl->kd, b->ops, ops) < 0)
-		failed = true;
+		kd_fail(pl);
 	if (ops > 0 && marks->during && note_removals(pl, b->ops, ops) < 0)
-		failed = true;
+		kd_fail(pl);
 	/* markers last: a COMMIT's keys become visible with it */
 	for (w = head, k = 0; commits && k < n; k++, w = k < n ? w->next : NULL) {
 		if (!w->skip && w->pre && w->pre->marker && w->pre->commit &&
 		    apply_committed(pl, w->pre->txn_ops, w->pre->txn_nops, start,
 		                    marks->during) < 0)
-			failed = true;
+			kd_fail(pl);
 	}
 	if (written >= 0 && !marks->after)
 		tfs_tombs_clear(&pl->tombs);
@@ -283,12 +296,6 @@ void tfs__keydir_phase(struct tfs_plog *pl, struct tfs__waiter *head, size_t n,
 	tfs__plog_kd_unlock(pl);
 	if (ticket)
 		kd_turn_pass(pl, 0, TFS_KEYDIR_SHARDS, *ticket);
-out:
-	/* before the waiters are answered: no read after an acknowledgement may
-	 * take the directory's word for a key it missed */
-	if (failed && !atomic_exchange(&pl->kd_failed, true))
-		tfs_log_error("plog", "out of memory indexing keys of %s; reads by key fail "
-		              "with EIO until a remount rebuilds the key directory", pl->path);
 }
 
 /* Waits until every group written so far is in the key directory, so that an

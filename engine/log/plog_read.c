@@ -293,6 +293,11 @@ int tfs_plog_read_key_via(struct tfs_plog *pl, struct tfs_slice key, tfs_plog_of
 	return rc;
 }
 
+bool tfs_plog_keys_trusted(struct tfs_plog *pl)
+{
+	return !atomic_load(&pl->kd_failed);
+}
+
 size_t tfs_plog_live_keys(struct tfs_plog *pl)
 {
 	size_t n;

@@ -1007,7 +1007,7 @@ static void test_memory_and_key_bytes_are_sane(void **state)
 
 enum oom_result {
 	OOM_OK = 0,
-	OOM_SETUP = 10,      /* could not set the limit, or a put failed before it */
+	OOM_SETUP = 10,      /* a put failed before the limit, or it could not be lifted */
 	OOM_NEVER_FAILED,    /* the limit was never reached */
 	OOM_WRONG_ERROR,     /* a put failed with something other than -ENOMEM */
 	OOM_CHANGED,         /* count, key bytes or a get differ after the failure */
@@ -1041,7 +1041,7 @@ static int oom_child(size_t key_len)
 			return OOM_SETUP;
 	}
 	if (t_limit_address_space(OOM_HEADROOM_BYTES))
-		return OOM_SETUP;
+		return T_SKIP_STATUS;
 	for (; i < OOM_MAX_KEYS; i++) {
 		key_bytes = tfs_keydir_key_bytes(kd);
 		mem = tfs_keydir_memory_bytes(kd);
@@ -1111,7 +1111,7 @@ static int oom_apply_child(size_t whole)
 			return OOM_SETUP;
 	}
 	if (t_limit_address_space(OOM_HEADROOM_BYTES))
-		return OOM_SETUP;
+		return T_SKIP_STATUS;
 	while (rc == 0 && fresh < OOM_MAX_KEYS) {
 		for (uint32_t j = 0; j < BATCH; j++) {
 			uint8_t *k = keys + (size_t)j * KEY_LEN;
@@ -1176,6 +1176,8 @@ static void run_oom(int (*child)(size_t), size_t arg)
 		_exit(child(arg));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == T_SKIP_STATUS)
+		skip();                         /* no address-space limit here */
 	assert_int_equal(WEXITSTATUS(status), OOM_OK);
 }
 #endif

@@ -1176,7 +1176,7 @@ static bool crash_at(struct fx *f, int n)
 #ifndef T_SHADOW_SANITIZER
 enum kd_oom_result {
 	KD_OOM_OK = 0,
-	KD_OOM_SETUP = 10,     /* the partition or the limit could not be set up */
+	KD_OOM_SETUP = 10,     /* the partition could not be opened, or the limit lifted */
 	KD_OOM_NEVER,          /* no key-directory update failed */
 	KD_OOM_STALE,          /* an acknowledged key was missing or old */
 	KD_OOM_NOT_STICKY,     /* a read or a listing was answered after the failure */
@@ -1217,8 +1217,12 @@ static int kd_oom_child(const char *path)
 	bool eio = false;
 
 	tfs_topic_config_defaults(&cfg);
-	if (!fdc || tfs_plog_open(&env, path, true, &pl) || t_limit_address_space(16u << 20))
+	if (!fdc || tfs_plog_open(&env, path, true, &pl))
 		return KD_OOM_SETUP;
+	/* room for the appenders' threads (a flush-ahead thread's stack is 8 MiB)
+	 * besides the directory's growth, which is what must run out first */
+	if (t_limit_address_space(64u << 20))
+		return T_SKIP_STATUS;
 	while (!eio && next < 50000000u && failures < 100) {
 		tfs_offset_t first = -1;
 		memset(recs, 0, sizeof(recs));
@@ -1248,10 +1252,13 @@ static int kd_oom_child(const char *path)
 	if (t_unlimit_address_space())
 		return KD_OOM_SETUP;
 	if (tfs_plog_lookup(pl, tfs_slice_make(keys[0], kd_oom_key(keys[0], 0)), &info) != -EIO ||
-	    tfs_plog_scan_keys(pl, false, 0, kd_oom_visit, NULL) != -EIO)
+	    tfs_plog_scan_keys(pl, false, 0, kd_oom_visit, NULL) != -EIO ||
+	    tfs_plog_keys_trusted(pl))         /* rmdir must not take the count for empty */
 		return KD_OOM_NOT_STICKY;
 	tfs_plog_close(pl);
 	if (tfs_plog_open(&env, path, false, &pl))
+		return KD_OOM_LOST;
+	if (!tfs_plog_keys_trusted(pl) || tfs_plog_live_keys(pl) != next)
 		return KD_OOM_LOST;
 	for (uint32_t i = 0; i < next; i++) {
 		struct tfs_slice k = tfs_slice_make(keys[0], kd_oom_key(keys[0], i));
@@ -1284,6 +1291,8 @@ static void a_key_directory_out_of_memory_fails_reads_until_reopen(void **state)
 		_exit(kd_oom_child(f->path));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == T_SKIP_STATUS)
+		skip();                         /* no address-space limit here */
 	assert_int_equal(WEXITSTATUS(status), KD_OOM_OK);
 #endif
 }
