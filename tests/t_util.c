@@ -229,3 +229,18 @@ int t_unlimit_address_space(void)
 	as_limited = false;
 	return 0;
 }
+
+void t_expect_child(int (*child)(uintptr_t), uintptr_t arg, int want)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child(arg));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == T_SKIP_STATUS)
+		skip();
+	assert_int_equal(WEXITSTATUS(status), want);
+}

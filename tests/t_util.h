@@ -42,6 +42,9 @@ long t_file_size(const char *path);
  * For forked children only. 0, or -1 when it cannot (no /proc, or a hard limit
  * already lower): the test should be skipped, with T_SKIP_STATUS from the child. */
 #define T_SKIP_STATUS 77
+/* Runs child(arg) in a forked process and checks it exited with want; a child
+ * that exits with T_SKIP_STATUS skips the test. */
+void t_expect_child(int (*child)(uintptr_t), uintptr_t arg, int want);
 int t_limit_address_space(size_t headroom);
 int t_unlimit_address_space(void);
 

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/log/keydir.h"
@@ -1024,7 +1023,7 @@ static size_t oom_key(uint32_t i, size_t len, uint8_t *buf)
 
 /* Runs in a child: fills a directory under an address-space limit until a put fails,
  * then checks that the failed put left the directory exactly as it was. */
-static int oom_child(size_t key_len)
+static int oom_child(uintptr_t key_len)
 {
 	uint8_t *buf = malloc(key_len);
 	struct tfs_keydir *kd = tfs_keydir_create();
@@ -1089,7 +1088,7 @@ static int oom_child(size_t key_len)
  * Every other change is a new key, which allocates; the others move keys put
  * before the limit to a newer offset, which allocates nothing, so a shard that
  * went on past its failure would show them applied. */
-static int oom_apply_child(size_t whole)
+static int oom_apply_child(uintptr_t whole)
 {
 	enum { BATCH = 4096, OLD = BATCH / 2, KEY_LEN = 13 };
 	const uint32_t old_id = 0x80000000u;  /* ids of the keys put before the limit */
@@ -1166,20 +1165,6 @@ static int oom_apply_child(size_t whole)
 	return OOM_OK;
 }
 
-/* Runs child(arg) in a forked process (the limit must not outlive it). */
-static void run_oom(int (*child)(size_t), size_t arg)
-{
-	int status = 0;
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(child(arg));
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	if (WEXITSTATUS(status) == T_SKIP_STATUS)
-		skip();                         /* no address-space limit here */
-	assert_int_equal(WEXITSTATUS(status), OOM_OK);
-}
 #endif
 
 /* Short keys (entry chunks, arena chunks, bucket growth), 2-byte-prefix keys, and
@@ -1192,9 +1177,9 @@ static void test_put_enomem_leaves_table_unchanged(void **state)
 #ifdef T_SHADOW_SANITIZER
 	skip();
 #else
-	run_oom(oom_child, 13);
-	run_oom(oom_child, 1000);
-	run_oom(oom_child, 64 * 1024);
+	t_expect_child(oom_child, 13, OOM_OK);
+	t_expect_child(oom_child, 1000, OOM_OK);
+	t_expect_child(oom_child, 64 * 1024, OOM_OK);
 #endif
 }
 
@@ -1207,8 +1192,8 @@ static void test_apply_enomem_keeps_a_prefix_of_each_shard(void **state)
 #ifdef T_SHADOW_SANITIZER
 	skip();
 #else
-	run_oom(oom_apply_child, true);
-	run_oom(oom_apply_child, false);
+	t_expect_child(oom_apply_child, 1, OOM_OK);
+	t_expect_child(oom_apply_child, 0, OOM_OK);
 #endif
 }
 

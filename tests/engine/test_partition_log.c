@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/format/batch_reader.h"
@@ -1202,8 +1201,9 @@ static int kd_oom_visit(void *arg, struct tfs_slice key, const struct tfs_keyinf
  * acknowledged key must be found at its offset; from then on no read by key
  * and no listing is answered (the directory misses records), until a reopen,
  * which finds every acknowledged key. */
-static int kd_oom_child(const char *path)
+static int kd_oom_child(uintptr_t path_arg)
 {
+	const char *path = (const char *)path_arg;
 	static char keys[KD_OOM_BATCH][16];
 	struct tfs_append_rec recs[KD_OOM_BATCH];
 	struct tfs_io *io = t_io();
@@ -1278,22 +1278,12 @@ static int kd_oom_child(const char *path)
 static void a_key_directory_out_of_memory_fails_reads_until_reopen(void **state)
 {
 	struct fx *f = *state;
-	int status = 0;
-	pid_t pid;
 
 #ifdef T_SHADOW_SANITIZER
-	(void)f, (void)status, (void)pid;
+	(void)f;
 	skip();
 #else
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(kd_oom_child(f->path));
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	if (WEXITSTATUS(status) == T_SKIP_STATUS)
-		skip();                         /* no address-space limit here */
-	assert_int_equal(WEXITSTATUS(status), KD_OOM_OK);
+	t_expect_child(kd_oom_child, (uintptr_t)f->path, KD_OOM_OK);
 #endif
 }
 
