@@ -44,7 +44,9 @@
  *   state: --idempotent makes one a writer), peak_rss_mb (getrusage ru_maxrss),
  *   cpu_cores (this process's CPU seconds, every thread, over the run's seconds)
  *   and machine_busy_cores (the same for the whole machine from /proc/stat, kernel
- *   writeback included; other jobs too, so read it on an idle machine).
+ *   writeback included; other jobs too, so read it on an idle machine), of which
+ *   machine_steal_cores is a hypervisor's (steal: a CPU the guest had work for,
+ *   running something else).
  * MB is 10^6 bytes, as dd prints it.
  *
  * The data lives in a fresh directory DIR/tfs-bench-XXXXXX (DIR: --dir, default
@@ -623,9 +625,12 @@ int main(int argc, char **argv)
 	printf("producers %zu producers\n", producers);
 	printf("peak_rss_mb %.1f MB\n", bench_peak_rss_mb());
 	printf("cpu_cores %.2f cores\n", (cpu1.process_s - cpu0.process_s) / secs);
-	if (cpu0.machine_busy_s >= 0 && cpu1.machine_busy_s >= 0)
+	if (cpu0.machine_busy_s >= 0 && cpu1.machine_busy_s >= 0) {
 		printf("machine_busy_cores %.2f cores\n",
 		       (cpu1.machine_busy_s - cpu0.machine_busy_s) / secs);
+		printf("machine_steal_cores %.2f cores\n",
+		       (cpu1.machine_steal_s - cpu0.machine_steal_s) / secs);
+	}
 	status = 0;
 out:
 	if (barrier)

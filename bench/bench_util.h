@@ -47,6 +47,7 @@ static inline double bench_peak_rss_mb(void)
 struct bench_cpu {
 	double process_s;
 	double machine_busy_s;          /* negative: /proc/stat unreadable */
+	double machine_steal_s;         /* of machine_busy_s: a hypervisor's (steal) */
 };
 
 static inline void bench_cpu_now(struct bench_cpu *c)
@@ -60,13 +61,16 @@ static inline void bench_cpu_now(struct bench_cpu *c)
 	c->process_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 	               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	c->machine_busy_s = -1;
+	c->machine_steal_s = -1;
 	f = fopen("/proc/stat", "r");
 	if (!f)
 		return;
 	/* cpu user nice system idle iowait irq softirq steal */
 	if (hz > 0 && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-	                     &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+	                     &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
 		c->machine_busy_s = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+		c->machine_steal_s = (double)v[7] / (double)hz;
+	}
 	fclose(f);
 }
 

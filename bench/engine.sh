@@ -23,6 +23,9 @@
 #   MEM_DIR=/dev/shm        a tmpfs for the scaling rows without a disk (mem_*;
 #                           empty, or not a tmpfs: those rows are not run)
 #   DISK_BOUND=0.9          the share of the disk's MB/s at which a two-writer row is disk-bound
+#   MACHINE_BOUND=0.9       the share of the machine's own scaling (5c) at which a
+#                           two-writer row on the disk that misses its target is
+#                           machine-bound: the target is then out of this machine's reach
 #   STRICT=1                exit 3 when a target FAILs (default: exit 0 once every
 #                           benchmark ran; 1 if one of them failed to run)
 #
@@ -58,6 +61,14 @@
 #      producer state), warm, and cold with --drop-caches as in 5; medians
 #      And b1000_w1, b1000_w2 and b1000_w2_p2 again in MEM_DIR (rows mem_*), for
 #      the scaling targets without the disk.
+#   5c. What the machine itself gives two writers, without the engine (when the
+#      mem_* rows ran; a pair at the end of each round of 1-4): bench_machine
+#      --calibrate finds how much hashing per byte makes one plain writer (pwrite
+#      of 128 KiB chunks, a background fdatasync each 8 MiB, as the engine's
+#      active segment) as fast in MEM_DIR as the first round's mem_b1000_w1; then
+#      one and two such writers write the log's bytes to DATA_DIR. The median ratio of the pairs is the machine's own
+#      scaling for writers of that CPU per byte: the kernel's writeback, the
+#      interrupts and a hypervisor's steal come out of the same cores.
 #   6. bench_keydir (key directory memory and speed at 1M keys)
 # Targets:
 #   append: batched appends (batch 1000) take records at >= 0.5 x dd's MB/s for the
@@ -75,8 +86,9 @@
 #           cores allow, with no disk to wait for). On the disk a pair whose two
 #           writers already write at DISK_BOUND x the disk's MB/s (the better of
 #           dd and of two dds to two files at once) is reported as disk-bound, not
-#           failed: no code gets more out of the disk. In memory every pair is
-#           judged.
+#           failed: no code gets more out of the disk. So is one, as machine-bound,
+#           that comes within MACHINE_BOUND of the machine's own ratio (5c) when
+#           that ratio is itself below the target. In memory every pair is judged.
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,6 +110,7 @@ SCALE_TWO_PARTITIONS_TARGET=1.7
 SCALE_ONE_PARTITION_TARGET=1.3
 MEM_DIR=${MEM_DIR-/dev/shm}
 DISK_BOUND=${DISK_BOUND:-0.9}
+MACHINE_BOUND=${MACHINE_BOUND:-0.9}
 
 die() { echo "engine.sh: $*" >&2; exit 1; }
 note() { echo "engine.sh: $*" >&2; }
@@ -114,6 +127,7 @@ if ! make -C "$BUILD" -j"$(nproc)" bench_append bench_open >"$BUILD/bench-make.l
 	note "using the binaries already in $BUILD"
 fi
 make -C "$BUILD" bench_keydir >/dev/null 2>&1 || true   # optional: run below only if it built
+make -C "$BUILD" bench_machine >/dev/null 2>&1 || true  # optional, as bench_keydir
 mkdir -p "$DATA" || die "cannot create $DATA"
 DATA=$(cd "$DATA" && pwd)
 LOGS=$(mktemp -d /tmp/tfs-engine-bench.XXXXXX)
@@ -230,6 +244,45 @@ fi
 [[ -n $IO ]] && for tag in "${ORDER[@]}"; do
 	[[ $tag == *_iosync ]] || CFG_ARGS[$tag]+=" --io $IO"
 done
+# 5c, a round of it: one and two plain writers (bench_machine) on the disk, after
+# each round of the appends; the first calibrates them to that round's mem_b1000_w1
+MACHINE_RATIOS=()
+MACHINE_STATUS="skipped: no mem_* rows"
+HASH_PER_BYTE=
+MEM1_MBPS=
+machine_round() {
+	local round=$1 w r
+	((${#MEM_ROWS[@]})) || return 0
+	if [[ ! -x $BUILD/bench_machine ]]; then
+		MACHINE_STATUS="skipped: bench_machine not built in $BUILD"
+		return 0
+	fi
+	if [[ -z $HASH_PER_BYTE ]]; then
+		((round == 1)) || return 0     # the calibration failed: logged once
+		MEM1_MBPS=$(metric "$LOGS/mem_b1000_w1.1.out" mb_per_s)
+		note "bench_machine --calibrate ${MEM1_MBPS:-?} in $MEM_DIR"
+		[[ -n $MEM1_MBPS ]] &&
+			HASH_PER_BYTE=$("$BUILD/bench_machine" --dir "$MEM_DIR" --bytes "$LOG_BYTES" \
+				--calibrate "$MEM1_MBPS" 2>"$LOGS/machine_calibrate.err" |
+				awk '$1 == "hash_per_byte" { print $2 }')
+		if [[ -z $HASH_PER_BYTE ]]; then
+			MACHINE_STATUS="FAILED to calibrate: $(tail -n 1 "$LOGS/machine_calibrate.err" 2>/dev/null)"
+			ERRORS=$((ERRORS + 1))
+			return 0
+		fi
+	fi
+	for w in 1 2; do
+		note "bench_machine --writers $w --hash-per-byte $HASH_PER_BYTE (round $round/$REPEAT)"
+		"$BUILD/bench_machine" --dir "$DATA" --bytes "$LOG_BYTES" --writers "$w" \
+			--hash-per-byte "$HASH_PER_BYTE" >"$LOGS/machine_w$w.$round.out" \
+			2>"$LOGS/machine_w$w.$round.err" || ERRORS=$((ERRORS + 1))
+	done
+	r=$(awk -v a="$(metric "$LOGS/machine_w2.$round.out" mb_per_s)" \
+		-v b="$(metric "$LOGS/machine_w1.$round.out" mb_per_s)" \
+		'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }')
+	[[ -n $r ]] && MACHINE_RATIOS+=("$r")
+	MACHINE_STATUS="pairs: ${MACHINE_RATIOS[*]:-none ran (see $LOGS/machine_w*.err)}"
+}
 DD_ALL=()
 DD2_ALL=()
 DD_MIB=
@@ -250,7 +303,9 @@ for ((round = 1; round <= REPEAT; round++)); do
 		v=$(dd_pair "$DD_MIB")
 		[[ -n $v ]] && DD2_ALL+=("$v")
 	done
+	machine_round "$round"
 done
+MACHINE_RATIO=$( ((${#MACHINE_RATIOS[@]})) && printf '%s\n' "${MACHINE_RATIOS[@]}" | median)
 DD_MBPS=$(printf '%s\n' "${DD_ALL[@]}" | median)
 DD2_MBPS=$( ((${#DD2_ALL[@]})) && printf '%s\n' "${DD2_ALL[@]}" | median)
 [[ -n $DD_MBPS ]] || die "dd baseline failed in $DATA"
@@ -450,6 +505,12 @@ scale_pair() {
 			'BEGIN { if (e > d) d = e; printf "%.2f", m / d }')
 		[[ $target == FAIL ]] && awk -v s="$share" -v t="$DISK_BOUND" 'BEGIN { exit !(s >= t) }' &&
 			target="disk-bound (two writers at ${share}x the disk)"
+		# out of the machine's reach: it scales two plain writers of this CPU per
+		# byte less than the target, and the engine comes within MACHINE_BOUND of it
+		[[ $target == FAIL && -n $MACHINE_RATIO ]] &&
+			awk -v r="$ratio" -v m="$MACHINE_RATIO" -v w="$want" -v b="$MACHINE_BOUND" \
+				'BEGIN { exit !(m < w && r >= b * m) }' &&
+			target="machine-bound (the machine gives two plain writers ${MACHINE_RATIO}x, 5c)"
 	fi
 	[[ $target == FAIL ]] && TARGET_FAILS=$((TARGET_FAILS + 1))
 	printf '   %-16s %10s records/s vs %-16s %10s: %sx (%s)   target >= %s: %s\n' "$tag" \
@@ -462,16 +523,28 @@ scale_pair() {
 	c1=$(metric "$b" machine_busy_cores)
 	c2=$(metric "$f" machine_busy_cores)
 	if [[ -n $c1 && -n $c2 ]]; then
-		printf '   %-16s cores busy (whole machine): %s with one writer (%s in the bench process), %s with two (%s); on %s cores the ceiling is %sx\n' \
-			"" "$c1" "$(metric "$b" cpu_cores)" "$c2" "$(metric "$f" cpu_cores)" "$NCPU" \
+		printf '   %-16s cores busy (whole machine): %s with one writer (%s in the bench process, %s stolen), %s with two (%s, %s stolen); on %s cores the ceiling is %sx\n' \
+			"" "$c1" "$(metric "$b" cpu_cores)" "$(metric "$b" machine_steal_cores)" "$c2" \
+			"$(metric "$f" cpu_cores)" "$(metric "$f" machine_steal_cores)" "$NCPU" \
 			"$(awk -v n="$NCPU" -v c="$c1" 'BEGIN { if (c > 0) printf "%.2f", n / c; else print "-" }')"
 	fi
+	((disk)) && [[ -n $MACHINE_RATIO ]] &&
+		printf '   %-16s the machine without the engine (5c): %sx for two plain writers; this row reaches %s of it\n' \
+			"" "$MACHINE_RATIO" "$(awk -v r="$ratio" -v m="$MACHINE_RATIO" 'BEGIN { printf "%.2f", r / m }')"
+	return 0
 }
 
 echo "== scaling: two writers vs one, median records/s; load average at the start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "   on the disk ($DATA):"
 scale_pair b1000_w2_p2 b1000_w1 "$SCALE_TWO_PARTITIONS_TARGET" "two partitions" 1
 scale_pair b1000_w2 b1000_w1 "$SCALE_ONE_PARTITION_TARGET" "one partition" 1
+echo "   the machine without the engine (5c): $MACHINE_STATUS"
+if [[ -n $MACHINE_RATIO ]]; then
+	mmed() { for f in "$LOGS"/machine_w"$1".*.out; do metric "$f" "$2"; done | median; }
+	printf '   plain writers hashing %s bytes a byte (calibrated to mem_b1000_w1, %s MB/s in %s): on the disk one writes %s MB/s, two %s MB/s with %s cores stolen (medians)\n' \
+		"$HASH_PER_BYTE" "$MEM1_MBPS" "$MEM_DIR" "$(mmed 1 mb_per_s)" "$(mmed 2 mb_per_s)" \
+		"$(mmed 2 machine_steal_cores)"
+fi
 if ((${#MEM_ROWS[@]})); then
 	echo "   in memory ($MEM_DIR, tmpfs):"
 	scale_pair mem_b1000_w2_p2 mem_b1000_w1 "$SCALE_TWO_PARTITIONS_TARGET" "two partitions" 0
