@@ -128,8 +128,20 @@ static void write_metrics(FILE *f, struct tfs_mount *m, const struct part_row *r
 	           "Offset the next record will get.", r->st.log_end_offset);
 	PART_GAUGE(f, rows, nrows, "topicfs_partition_segments",
 	           "Segments of the partition.", r->st.segments);
-	PART_GAUGE(f, rows, nrows, "topicfs_partition_live_keys",
-	           "Keys whose newest record is not a tombstone.", r->st.live_keys);
+	/* a failed key directory's count is too low: NaN, the text format's unknown */
+	fprintf(f, "# HELP topicfs_partition_live_keys Keys whose newest record is not a tombstone "
+	        "(NaN: the key directory failed).\n# TYPE topicfs_partition_live_keys gauge\n");
+	for (size_t i = 0; i < nrows; i++) {
+		fprintf(f, "topicfs_partition_live_keys{topic=\"%s\",partition=\"%" PRId32 "\"} ",
+		        rows[i].topic, rows[i].partition);
+		if (rows[i].st.keys_failed)
+			fputs("NaN\n", f);
+		else
+			fprintf(f, "%zu\n", rows[i].st.live_keys);
+	}
+	PART_GAUGE(f, rows, nrows, "topicfs_partition_keys_failed",
+	           "1 if the key directory missed an update (out of memory): key reads fail "
+	           "with EIO until a remount.", r->st.keys_failed);
 	PART_GAUGE(f, rows, nrows, "topicfs_partition_keydir_memory_bytes",
 	           "Memory held by the partition's key directory.", r->st.keydir_memory_bytes);
 	fprintf(f, "# HELP topicfs_io_backend The I/O backend in use.\n"
@@ -178,15 +190,23 @@ static void write_status(FILE *f, struct tfs_mount *m, const struct part_row *ro
 {
 	int64_t total = 0;
 	uint64_t keys = 0;
+	size_t failed = 0;
+	char unknown[64] = "";
 
 	for (size_t i = 0; i < nrows; i++) {
 		total += rows[i].st.size_bytes;
-		keys += rows[i].st.live_keys;
+		if (rows[i].st.keys_failed)
+			failed++;
+		else
+			keys += rows[i].st.live_keys;
 	}
+	if (failed)
+		snprintf(unknown, sizeof(unknown), " (%zu partition%s unknown)", failed,
+		         failed == 1 ? "" : "s");
 	fprintf(f, "topicfs on %s (%s, io %s)\n", m->data_dir, m->read_only ? "read-only" : "read-write",
 	        tfs_io_kind_name(tfs_io_kind_of(tfs_engine_io(m->engine))));
-	fprintf(f, "%zu topics, %zu partitions, %" PRIu64 " live keys, %" PRId64 " bytes on disk\n",
-	        ntopics, nrows, keys, total);
+	fprintf(f, "%zu topics, %zu partitions, %" PRIu64 " live keys%s, %" PRId64 " bytes on disk\n",
+	        ntopics, nrows, keys, unknown, total);
 	fprintf(f, "nodes %zu, open handles %" PRIu64 ", commits %" PRIu64 " (%" PRIu64
 	        " failed), bulk records %" PRIu64 ", tombstones %" PRIu64 "\n\n",
 	        tfs_inode_count(m->inodes), stat_of(&m->open_handles), stat_of(&m->stats.commits),
@@ -196,10 +216,19 @@ static void write_status(FILE *f, struct tfs_mount *m, const struct part_row *ro
 	        "segments", "live_keys");
 	for (size_t i = 0; i < nrows; i++) {
 		const struct part_row *r = &rows[i];
-		fprintf(f, "%-32s %5" PRId32 " %12" PRId64 " %12" PRId64 " %12" PRId64 " %8d %10zu\n",
+		char live[24];
+		if (r->st.keys_failed)
+			snprintf(live, sizeof(live), "?");
+		else
+			snprintf(live, sizeof(live), "%zu", r->st.live_keys);
+		fprintf(f, "%-32s %5" PRId32 " %12" PRId64 " %12" PRId64 " %12" PRId64 " %8d %10s\n",
 		        r->topic, r->partition, r->st.log_start_offset, r->st.log_end_offset,
-		        r->st.size_bytes, r->st.segments, r->st.live_keys);
+		        r->st.size_bytes, r->st.segments, live);
 	}
+	for (size_t i = 0; i < nrows; i++)
+		if (rows[i].st.keys_failed)
+			fprintf(f, "%s/%" PRId32 ": KEY DIRECTORY FAILED (out of memory): key reads fail "
+			        "with EIO until a remount\n", rows[i].topic, rows[i].partition);
 	for (size_t i = 0; i < nrows; i++) {
 		struct tfs_topic *t;
 		if (i > 0 && rows[i].topic == rows[i - 1].topic)

@@ -340,7 +340,9 @@ struct tfs_plog_stats {
 	tfs_offset_t log_end_offset;
 	int64_t size_bytes;
 	int segments;
-	size_t live_keys;
+	size_t live_keys;                  /* too low when keys_failed: not to be shown */
+	bool keys_failed;                  /* the key directory missed an update (out of
+	                                    * memory): key reads fail until a reopen */
 	int64_t active_segment_bytes;
 	tfs_offset_t active_base_offset;
 	int64_t keydir_memory_bytes;

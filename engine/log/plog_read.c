@@ -398,6 +398,7 @@ void tfs_plog_stats(struct tfs_plog *pl, struct tfs_plog_stats *st)
 	pthread_rwlock_unlock(&pl->lock);
 	tfs__plog_kd_lock(pl, false);
 	st->live_keys = tfs_keydir_count(pl->kd);
+	st->keys_failed = atomic_load(&pl->kd_failed);
 	st->keydir_memory_bytes = (int64_t)tfs_keydir_memory_bytes(pl->kd);
 	tfs__plog_kd_unlock(pl);
 }

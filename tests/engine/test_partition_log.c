@@ -1212,12 +1212,16 @@ static int kd_oom_child(uintptr_t path_arg)
 	struct tfs_plog_env env = { io, fdc, &cfg, false };
 	struct tfs_plog *pl = NULL;
 	struct tfs_keyinfo info;
+	struct tfs_plog_stats st;
 	uint32_t next = 0;
 	int failures = 0;
 	bool eio = false;
 
 	tfs_topic_config_defaults(&cfg);
 	if (!fdc || tfs_plog_open(&env, path, true, &pl))
+		return KD_OOM_SETUP;
+	tfs_plog_stats(pl, &st);
+	if (st.keys_failed)
 		return KD_OOM_SETUP;
 	/* room for the appenders' threads (a flush-ahead thread's stack is 8 MiB)
 	 * besides the directory's growth, which is what must run out first */
@@ -1251,14 +1255,18 @@ static int kd_oom_child(uintptr_t path_arg)
 		return KD_OOM_NEVER;
 	if (t_unlimit_address_space())
 		return KD_OOM_SETUP;
+	tfs_plog_stats(pl, &st);
 	if (tfs_plog_lookup(pl, tfs_slice_make(keys[0], kd_oom_key(keys[0], 0)), &info) != -EIO ||
 	    tfs_plog_scan_keys(pl, false, 0, kd_oom_visit, NULL) != -EIO ||
-	    tfs_plog_keys_trusted(pl))         /* rmdir must not take the count for empty */
+	    tfs_plog_keys_trusted(pl) ||       /* rmdir must not take the count for empty */
+	    !st.keys_failed)                   /* nor the metrics show it as the count */
 		return KD_OOM_NOT_STICKY;
 	tfs_plog_close(pl);
 	if (tfs_plog_open(&env, path, false, &pl))
 		return KD_OOM_LOST;
-	if (!tfs_plog_keys_trusted(pl) || tfs_plog_live_keys(pl) != next)
+	tfs_plog_stats(pl, &st);
+	if (!tfs_plog_keys_trusted(pl) || tfs_plog_live_keys(pl) != next || st.keys_failed ||
+	    st.live_keys != next)
 		return KD_OOM_LOST;
 	for (uint32_t i = 0; i < next; i++) {
 		struct tfs_slice k = tfs_slice_make(keys[0], kd_oom_key(keys[0], i));
