@@ -158,6 +158,19 @@ struct result {
 	struct bench_cpu cpu0, cpu1;
 };
 
+/* Closes and removes the first n writers' files, then root. */
+static void remove_files(const char *root, struct writer *w, unsigned n)
+{
+	char path[PATH_CAP + 16];
+
+	for (unsigned i = 0; i < n; i++) {
+		close(w[i].fd);
+		snprintf(path, sizeof(path), "%s/w%u", root, i);
+		unlink(path);
+	}
+	rmdir(root);
+}
+
 /* One timed run of o's writers in a fresh directory under o->dir. */
 static int run(const struct opts *o, struct result *r)
 {
@@ -173,7 +186,7 @@ static int run(const struct opts *o, struct result *r)
 		        strerror(errno));
 		return -1;
 	}
-	pthread_barrier_init(&start, NULL, o->writers + 1);
+	/* every file before any thread, so a failure leaves nothing behind */
 	for (unsigned i = 0; i < o->writers; i++) {
 		w[i] = (struct writer){ .o = o, .start = &start,
 		                        .bytes = o->bytes * (i + 1) / o->writers - o->bytes * i / o->writers };
@@ -181,11 +194,19 @@ static int run(const struct opts *o, struct result *r)
 		w[i].fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (w[i].fd < 0) {
 			fprintf(stderr, "bench_machine: cannot create %s: %s\n", path, strerror(errno));
-			exit(1);        /* the started writers wait at the barrier forever */
+			remove_files(root, w, i);
+			return -1;
 		}
+	}
+	if (pthread_barrier_init(&start, NULL, o->writers + 1) != 0) {
+		fprintf(stderr, "bench_machine: cannot make a barrier\n");
+		remove_files(root, w, o->writers);
+		return -1;
+	}
+	for (unsigned i = 0; i < o->writers; i++) {
 		if (pthread_create(&w[i].thread, NULL, writer_main, &w[i]) != 0) {
 			fprintf(stderr, "bench_machine: cannot start a writer\n");
-			exit(1);
+			exit(1);        /* the started writers wait at the barrier forever */
 		}
 		started++;
 	}
@@ -202,11 +223,8 @@ static int run(const struct opts *o, struct result *r)
 			err = w[i].err;
 			fprintf(stderr, "bench_machine: writing in %s: %s\n", root, strerror(err));
 		}
-		close(w[i].fd);
-		snprintf(path, sizeof(path), "%s/w%u", root, i);
-		unlink(path);
 	}
-	rmdir(root);
+	remove_files(root, w, started);
 	return err ? -1 : 0;
 }
 
@@ -251,6 +269,11 @@ static int calibrate(const struct opts *o)
 	if (h < 0) {
 		fprintf(stderr, "bench_machine: the writes alone are slower than %.1f MB/s\n",
 		        o->calibrate_mbps);
+		return 1;
+	}
+	if (h > MAX_HASH_PER_BYTE) {
+		fprintf(stderr, "bench_machine: %.1f MB/s would take more hashing than --hash-per-byte "
+		        "allows\n", o->calibrate_mbps);
 		return 1;
 	}
 	printf("hash_per_byte %.2f bytes/byte\n", h);

@@ -25,7 +25,7 @@
 #   DISK_BOUND=0.9          the share of the disk's MB/s at which a two-writer row is disk-bound
 #   MACHINE_BOUND=0.9       the share of the machine's own scaling (5c) at which a
 #                           two-writer row on the disk that misses its target is
-#                           machine-bound: the target is then out of this machine's reach
+#                           noted as machine-bound (it still counts as a FAIL)
 #   STRICT=1                exit 3 when a target FAILs (default: exit 0 once every
 #                           benchmark ran; 1 if one of them failed to run)
 #
@@ -66,9 +66,10 @@
 #      --calibrate finds how much hashing per byte makes one plain writer (pwrite
 #      of 128 KiB chunks, a background fdatasync each 8 MiB, as the engine's
 #      active segment) as fast in MEM_DIR as the first round's mem_b1000_w1; then
-#      one and two such writers write the log's bytes to DATA_DIR. The median ratio of the pairs is the machine's own
-#      scaling for writers of that CPU per byte: the kernel's writeback, the
-#      interrupts and a hypervisor's steal come out of the same cores.
+#      one and two such writers write the log's bytes to DATA_DIR. The median
+#      ratio of the pairs is the machine's own scaling for writers of that CPU per
+#      byte: the kernel's writeback, the interrupts and a hypervisor's steal come
+#      out of the same cores.
 #   6. bench_keydir (key directory memory and speed at 1M keys)
 # Targets:
 #   append: batched appends (batch 1000) take records at >= 0.5 x dd's MB/s for the
@@ -86,9 +87,10 @@
 #           cores allow, with no disk to wait for). On the disk a pair whose two
 #           writers already write at DISK_BOUND x the disk's MB/s (the better of
 #           dd and of two dds to two files at once) is reported as disk-bound, not
-#           failed: no code gets more out of the disk. So is one, as machine-bound,
-#           that comes within MACHINE_BOUND of the machine's own ratio (5c) when
-#           that ratio is itself below the target. In memory every pair is judged.
+#           failed: no code gets more out of the disk. One that fails within
+#           MACHINE_BOUND of the machine's own median ratio (5c), when that ratio is
+#           itself below the target, still fails, noted as machine-bound. In memory
+#           every pair is judged.
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -505,14 +507,15 @@ scale_pair() {
 			'BEGIN { if (e > d) d = e; printf "%.2f", m / d }')
 		[[ $target == FAIL ]] && awk -v s="$share" -v t="$DISK_BOUND" 'BEGIN { exit !(s >= t) }' &&
 			target="disk-bound (two writers at ${share}x the disk)"
-		# out of the machine's reach: it scales two plain writers of this CPU per
-		# byte less than the target, and the engine comes within MACHINE_BOUND of it
-		[[ $target == FAIL && -n $MACHINE_RATIO ]] &&
-			awk -v r="$ratio" -v m="$MACHINE_RATIO" -v w="$want" -v b="$MACHINE_BOUND" \
-				'BEGIN { exit !(m < w && r >= b * m) }' &&
-			target="machine-bound (the machine gives two plain writers ${MACHINE_RATIO}x, 5c)"
 	fi
 	[[ $target == FAIL ]] && TARGET_FAILS=$((TARGET_FAILS + 1))
+	# still a FAIL, with a note: the machine's own median pair (5c) is below the
+	# target too, and the engine comes within MACHINE_BOUND of it. The pairs
+	# spread widely on a shared VM, so this says where to look, not a pass.
+	((disk)) && [[ $target == FAIL && -n $MACHINE_RATIO ]] &&
+		awk -v r="$ratio" -v m="$MACHINE_RATIO" -v w="$want" -v b="$MACHINE_BOUND" \
+			'BEGIN { exit !(m < w && r >= b * m) }' &&
+		target="FAIL (machine-bound: the machine's median pair of plain writers is ${MACHINE_RATIO}x, 5c)"
 	printf '   %-16s %10s records/s vs %-16s %10s: %sx (%s)   target >= %s: %s\n' "$tag" \
 		"$(metric "$f" records_per_s)" "$base" "$(metric "$b" records_per_s)" "$ratio" "$what" \
 		"$want" "$target"

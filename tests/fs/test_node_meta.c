@@ -120,7 +120,7 @@ static int failed_keys_child(uintptr_t unused)
 	static char keys[OOM_BATCH][16];
 	struct tfs_append_rec recs[OOM_BATCH];
 	struct tfs_keyinfo info;
-	char *dir, buf[64], *metrics, *status;
+	char *dir, buf[64], *metrics = NULL, *status = NULL;
 	struct tfs_mount *m = fz_mount_open(&dir);
 	struct tfs_topic *t = fz_topic(m, TOPIC, INT64_MAX);
 	struct tfs_plog *pl = tfs_topic_partition(t, 0);
@@ -130,8 +130,12 @@ static int failed_keys_child(uintptr_t unused)
 	bool eio = false;
 
 	(void)unused;
-	if (t_limit_address_space(64u << 20))
-		return T_SKIP_STATUS;
+	/* every way out goes through done: the child _exits, so the mount's
+	 * scratch directory is removed there or not at all */
+	if (t_limit_address_space(64u << 20)) {
+		rc = T_SKIP_STATUS;
+		goto done;
+	}
 	while (!eio && next < 50000000u && failures < 100) {
 		for (uint32_t i = 0; i < OOM_BATCH; i++) {
 			int len = snprintf(keys[i], sizeof(keys[i]), "k%u", next + i);
@@ -146,10 +150,14 @@ static int failed_keys_child(uintptr_t unused)
 		eio = tfs_plog_lookup(pl, recs[OOM_BATCH - 1].key, &info) == -EIO;
 		next += OOM_BATCH;
 	}
-	if (t_unlimit_address_space())
-		return OOM_SETUP;
-	if (!eio)
-		return OOM_NEVER;
+	if (t_unlimit_address_space()) {
+		rc = OOM_SETUP;
+		goto done;
+	}
+	if (!eio) {
+		rc = OOM_NEVER;
+		goto done;
+	}
 	/* the count is too low now: none is shown as the partition's */
 	if (get_attr(m, part, "live_keys", buf, sizeof(buf)) != EIO)
 		rc = OOM_ATTR;
@@ -167,6 +175,7 @@ static int failed_keys_child(uintptr_t unused)
 	if (rc != OOM_OK)
 		fprintf(stderr, "failed_keys_child: %d\n--- metrics\n%s\n--- status\n%s\n", rc,
 		        metrics ? metrics : "(none)", status ? status : "(none)");
+done:
 	free(metrics);
 	free(status);
 	fz_node_drop(m, part);
