@@ -4,6 +4,10 @@
  * of its own, as an appender of the engine does: --chunk bytes per pwrite at the
  * file's end, a background fdatasync each time FLUSH_AHEAD_BYTES more were
  * written (when none is running), and a last fdatasync before the clock stops.
+ * With --shared they append to one file instead, as two writers of one partition
+ * do: each spends its CPU on its chunk on its own, then takes the file's lock to
+ * write it at the end (and to start or join the file's one background fdatasync),
+ * as the engine's group-commit leader writes a group while the next encodes.
  * Before each write a writer spends CPU on the chunk: --hash-per-byte bytes of
  * XXH3 for each byte written (the chunk hashed over and over, each pass seeded
  * with the last). That is the knob that makes it cost what an engine writer costs:
@@ -39,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -63,43 +68,78 @@ struct opts {
 	size_t chunk;
 	double hash_per_byte;
 	double calibrate_mbps;              /* 0: a normal run */
+	bool shared;                        /* every writer appends to one file */
 	const char *dir;
+};
+
+/* A file being appended to, by one writer or (--shared) by all under lock. */
+struct file {
+	int fd;
+	pthread_mutex_t lock;
+	uint64_t end;                       /* bytes written */
+	uint64_t mark;                      /* end when the last flush started */
+	/* the background fdatasync: at most one at a time */
+	pthread_t flusher;
+	bool flushing;
+	atomic_bool flush_done;
+	int flush_err;
+	int err;                            /* first errno of a write or flush */
 };
 
 struct writer {
 	pthread_t thread;
 	const struct opts *o;
 	pthread_barrier_t *start;
-	int fd;
+	struct file *file;
 	uint64_t bytes;
 	uint64_t digest;                    /* keeps the hashing from being optimised out */
-	/* the background fdatasync: at most one at a time */
-	pthread_t flusher;
-	bool flushing;
-	atomic_bool flush_done;
-	int flush_err;
-	int err;                            /* first errno of this writer */
 };
 
 static void *flush_main(void *arg)
 {
-	struct writer *w = arg;
+	struct file *f = arg;
 
-	if (fdatasync(w->fd) < 0)
-		w->flush_err = errno;
-	atomic_store(&w->flush_done, true);
+	if (fdatasync(f->fd) < 0)
+		f->flush_err = errno;
+	atomic_store(&f->flush_done, true);
 	return NULL;
 }
 
-/* Joins the running flush: always when wait, else only a finished one. */
-static void flush_join(struct writer *w, bool wait)
+/* Joins the running flush: always when wait, else only a finished one. Under
+ * f->lock. */
+static void flush_join(struct file *f, bool wait)
 {
-	if (!w->flushing || (!wait && !atomic_load(&w->flush_done)))
+	if (!f->flushing || (!wait && !atomic_load(&f->flush_done)))
 		return;
-	pthread_join(w->flusher, NULL);
-	w->flushing = false;
-	if (w->flush_err && !w->err)
-		w->err = w->flush_err;
+	pthread_join(f->flusher, NULL);
+	f->flushing = false;
+	if (f->flush_err && !f->err)
+		f->err = f->flush_err;
+}
+
+/* Writes n bytes at f's end and starts a flush ahead when one is due: 0, or -1
+ * with f->err set. Under f->lock. */
+static int append(struct file *f, const uint8_t *buf, size_t n)
+{
+	while (n > 0 && !f->err) {
+		ssize_t put = pwrite(f->fd, buf, n, (off_t)f->end);
+		if (put <= 0) {
+			if (put == 0 || errno != EINTR)
+				f->err = put == 0 ? EIO : errno;
+			continue;
+		}
+		f->end += (uint64_t)put;
+		buf += put;
+		n -= (size_t)put;
+	}
+	flush_join(f, false);
+	if (!f->err && f->end - f->mark >= FLUSH_AHEAD_BYTES && !f->flushing) {
+		atomic_store(&f->flush_done, false);
+		if (pthread_create(&f->flusher, NULL, flush_main, f) == 0)
+			f->flushing = true;
+		f->mark = f->end;
+	}
+	return f->err ? -1 : 0;
 }
 
 static void spend_cpu(struct writer *w, const uint8_t *chunk, size_t n)
@@ -116,39 +156,36 @@ static void spend_cpu(struct writer *w, const uint8_t *chunk, size_t n)
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
+	struct file *f = w->file;
 	const struct opts *o = w->o;
 	uint8_t *chunk = malloc(o->chunk);
-	uint64_t done = 0, mark = 0;
+	uint64_t done = 0;
+	int rc = 0;
 
-	if (!chunk)
-		w->err = ENOMEM;
-	else
+	if (chunk)
 		for (size_t i = 0; i < o->chunk; i++)
 			chunk[i] = (uint8_t)bench_mix64(i);
 	pthread_barrier_wait(w->start);
-	while (!w->err && done < w->bytes) {
+	if (!chunk) {
+		pthread_mutex_lock(&f->lock);
+		f->err = f->err ? f->err : ENOMEM;
+		pthread_mutex_unlock(&f->lock);
+		return NULL;
+	}
+	while (rc == 0 && done < w->bytes) {
 		size_t n = w->bytes - done < o->chunk ? (size_t)(w->bytes - done) : o->chunk;
-		ssize_t put;
 		spend_cpu(w, chunk, n);
 		chunk[0] = (uint8_t)w->digest;
-		put = pwrite(w->fd, chunk, n, (off_t)done);
-		if (put < 0) {
-			if (errno != EINTR)
-				w->err = errno;
-			continue;
-		}
-		done += (uint64_t)put;
-		flush_join(w, false);
-		if (done - mark >= FLUSH_AHEAD_BYTES && !w->flushing) {
-			atomic_store(&w->flush_done, false);
-			if (pthread_create(&w->flusher, NULL, flush_main, w) == 0)
-				w->flushing = true;
-			mark = done;
-		}
+		pthread_mutex_lock(&f->lock);
+		rc = append(f, chunk, n);
+		pthread_mutex_unlock(&f->lock);
+		done += n;
 	}
-	flush_join(w, true);
-	if (!w->err && fdatasync(w->fd) < 0)
-		w->err = errno;
+	pthread_mutex_lock(&f->lock);
+	flush_join(f, true);
+	if (!f->err && fdatasync(f->fd) < 0)
+		f->err = errno;
+	pthread_mutex_unlock(&f->lock);
 	free(chunk);
 	return NULL;
 }
@@ -158,13 +195,14 @@ struct result {
 	struct bench_cpu cpu0, cpu1;
 };
 
-/* Closes and removes the first n writers' files, then root. */
-static void remove_files(const char *root, struct writer *w, unsigned n)
+/* Closes and removes the first n files, then root. */
+static void remove_files(const char *root, struct file *f, unsigned n)
 {
 	char path[PATH_CAP + 16];
 
 	for (unsigned i = 0; i < n; i++) {
-		close(w[i].fd);
+		close(f[i].fd);
+		pthread_mutex_destroy(&f[i].lock);
 		snprintf(path, sizeof(path), "%s/w%u", root, i);
 		unlink(path);
 	}
@@ -175,9 +213,11 @@ static void remove_files(const char *root, struct writer *w, unsigned n)
 static int run(const struct opts *o, struct result *r)
 {
 	struct writer w[MAX_WRITERS];
+	struct file f[MAX_WRITERS];
 	pthread_barrier_t start;
 	char root[PATH_CAP], path[PATH_CAP + 16];
-	unsigned started = 0;
+	unsigned started = 0, nfiles = o->shared ? 1 : o->writers;
+	uint64_t total = 0;
 	int err = 0;
 
 	if (snprintf(root, sizeof(root), "%s/tfs-machine-XXXXXX", o->dir) >= (int)sizeof(root) ||
@@ -187,20 +227,28 @@ static int run(const struct opts *o, struct result *r)
 		return -1;
 	}
 	/* every file before any thread, so a failure leaves nothing behind */
-	for (unsigned i = 0; i < o->writers; i++) {
-		w[i] = (struct writer){ .o = o, .start = &start,
-		                        .bytes = o->bytes * (i + 1) / o->writers - o->bytes * i / o->writers };
+	for (unsigned i = 0; i < nfiles; i++) {
+		f[i] = (struct file){ .fd = -1 };
 		snprintf(path, sizeof(path), "%s/w%u", root, i);
-		w[i].fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (w[i].fd < 0) {
+		if (pthread_mutex_init(&f[i].lock, NULL) != 0) {
+			fprintf(stderr, "bench_machine: cannot make a lock\n");
+			remove_files(root, f, i);
+			return -1;
+		}
+		f[i].fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (f[i].fd < 0) {
 			fprintf(stderr, "bench_machine: cannot create %s: %s\n", path, strerror(errno));
-			remove_files(root, w, i);
+			pthread_mutex_destroy(&f[i].lock);
+			remove_files(root, f, i);
 			return -1;
 		}
 	}
+	for (unsigned i = 0; i < o->writers; i++)
+		w[i] = (struct writer){ .o = o, .start = &start, .file = &f[o->shared ? 0 : i],
+		                        .bytes = o->bytes * (i + 1) / o->writers - o->bytes * i / o->writers };
 	if (pthread_barrier_init(&start, NULL, o->writers + 1) != 0) {
 		fprintf(stderr, "bench_machine: cannot make a barrier\n");
-		remove_files(root, w, o->writers);
+		remove_files(root, f, nfiles);
 		return -1;
 	}
 	for (unsigned i = 0; i < o->writers; i++) {
@@ -218,13 +266,22 @@ static int run(const struct opts *o, struct result *r)
 	r->secs = bench_now_s() - r->secs;
 	bench_cpu_now(&r->cpu1);
 	pthread_barrier_destroy(&start);
-	for (unsigned i = 0; i < started; i++) {
-		if (w[i].err && !err) {
-			err = w[i].err;
+	for (unsigned i = 0; i < nfiles; i++) {
+		struct stat st;
+		if (!f[i].err && fstat(f[i].fd, &st) < 0)
+			f[i].err = errno;
+		if (f[i].err && !err) {
+			err = f[i].err;
 			fprintf(stderr, "bench_machine: writing in %s: %s\n", root, strerror(err));
 		}
+		total += f[i].err ? 0 : (uint64_t)st.st_size;
 	}
-	remove_files(root, w, started);
+	if (!err && total != o->bytes) {
+		fprintf(stderr, "bench_machine: %" PRIu64 " bytes in the files, not %" PRIu64 "\n",
+		        total, o->bytes);
+		err = EIO;
+	}
+	remove_files(root, f, nfiles);
 	return err ? -1 : 0;
 }
 
@@ -286,6 +343,7 @@ static void usage(FILE *f)
 	        "usage: bench_machine --dir DIR [options]\n"
 	        "  --bytes N            bytes written in all (default %u)\n"
 	        "  --writers W          threads, each writing a file of its own (default 1)\n"
+	        "  --shared             the writers append to one file, a write at a time\n"
 	        "  --chunk B            bytes per write (default %u)\n"
 	        "  --hash-per-byte H    bytes of XXH3 hashed per byte written (default 0)\n"
 	        "  --calibrate MBPS     print the H at which one writer writes MBPS MB/s in DIR\n",
@@ -315,6 +373,7 @@ int main(int argc, char **argv)
 		{ "chunk", required_argument, NULL, 'c' },
 		{ "hash-per-byte", required_argument, NULL, 'h' },
 		{ "calibrate", required_argument, NULL, 'C' },
+		{ "shared", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -355,6 +414,9 @@ int main(int argc, char **argv)
 			if (parse_double("--calibrate", optarg, 0.001, MAX_MBPS, &o.calibrate_mbps) < 0)
 				return 2;
 			break;
+		case 's':
+			o.shared = true;
+			break;
 		case 'H':
 			usage(stdout);
 			return 0;
@@ -369,8 +431,8 @@ int main(int argc, char **argv)
 	}
 	if (o.calibrate_mbps > 0)
 		return calibrate(&o);
-	printf("# bench_machine bytes=%" PRIu64 " writers=%u chunk=%zu hash_per_byte=%.2f dir=%s\n",
-	       o.bytes, o.writers, o.chunk, o.hash_per_byte, o.dir);
+	printf("# bench_machine bytes=%" PRIu64 " writers=%u%s chunk=%zu hash_per_byte=%.2f dir=%s\n",
+	       o.bytes, o.writers, o.shared ? " (one file)" : "", o.chunk, o.hash_per_byte, o.dir);
 	if (run(&o, &r) < 0)
 		return 1;
 	printf("seconds %.3f s\n", r.secs);

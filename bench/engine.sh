@@ -66,9 +66,11 @@
 #      --calibrate finds how much hashing per byte makes one plain writer (pwrite
 #      of 128 KiB chunks, a background fdatasync each 8 MiB, as the engine's
 #      active segment) as fast in MEM_DIR as the first round's mem_b1000_w1; then
-#      one and two such writers write the log's bytes to DATA_DIR. The median
-#      ratio of the pairs is the machine's own scaling for writers of that CPU per
-#      byte: the kernel's writeback, the interrupts and a hypervisor's steal come
+#      one and two such writers write the log's bytes to DATA_DIR, two to two
+#      files and two to one file (--shared: appends a write at a time, as two
+#      writers of one partition). The median ratio of the pairs is the machine's
+#      own scaling for writers of that CPU per byte, for two partitions and for
+#      one: the kernel's writeback, the interrupts and a hypervisor's steal come
 #      out of the same cores.
 #   6. bench_keydir (key directory memory and speed at 1M keys)
 # Targets:
@@ -248,12 +250,13 @@ fi
 done
 # 5c, a round of it: one and two plain writers (bench_machine) on the disk, after
 # each round of the appends; the first calibrates them to that round's mem_b1000_w1
-MACHINE_RATIOS=()
+MACHINE_RATIOS=()       # two writers, two files, over one
+MACHINE_RATIOS_1F=()    # two writers, one file, over one
 MACHINE_STATUS="skipped: no mem_* rows"
 HASH_PER_BYTE=
 MEM1_MBPS=
 machine_round() {
-	local round=$1 w r
+	local round=$1 w r shared
 	((${#MEM_ROWS[@]})) || return 0
 	if [[ ! -x $BUILD/bench_machine ]]; then
 		MACHINE_STATUS="skipped: bench_machine not built in $BUILD"
@@ -273,17 +276,25 @@ machine_round() {
 			return 0
 		fi
 	fi
-	for w in 1 2; do
-		note "bench_machine --writers $w --hash-per-byte $HASH_PER_BYTE (round $round/$REPEAT)"
-		"$BUILD/bench_machine" --dir "$DATA" --bytes "$LOG_BYTES" --writers "$w" \
-			--hash-per-byte "$HASH_PER_BYTE" >"$LOGS/machine_w$w.$round.out" \
-			2>"$LOGS/machine_w$w.$round.err" || ERRORS=$((ERRORS + 1))
+	for w in 1 2 2f; do
+		shared=()
+		[[ $w == *f ]] && shared=(--shared)
+		note "bench_machine --writers ${w%f} ${shared[*]} --hash-per-byte $HASH_PER_BYTE (round $round/$REPEAT)"
+		"$BUILD/bench_machine" --dir "$DATA" --bytes "$LOG_BYTES" --writers "${w%f}" \
+			"${shared[@]}" --hash-per-byte "$HASH_PER_BYTE" \
+			>"$LOGS/machine_w$w.$round.out" 2>"$LOGS/machine_w$w.$round.err" ||
+			ERRORS=$((ERRORS + 1))
 	done
-	r=$(awk -v a="$(metric "$LOGS/machine_w2.$round.out" mb_per_s)" \
-		-v b="$(metric "$LOGS/machine_w1.$round.out" mb_per_s)" \
-		'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }')
+	r=$(machine_pair machine_w2 "$round")
 	[[ -n $r ]] && MACHINE_RATIOS+=("$r")
-	MACHINE_STATUS="pairs: ${MACHINE_RATIOS[*]:-none ran (see $LOGS/machine_w*.err)}"
+	r=$(machine_pair machine_w2f "$round")
+	[[ -n $r ]] && MACHINE_RATIOS_1F+=("$r")
+	MACHINE_STATUS="pairs on two files: ${MACHINE_RATIOS[*]:-none ran (see $LOGS/machine_w*.err)}; on one file: ${MACHINE_RATIOS_1F[*]:-none ran}"
+}
+# machine_pair NAME ROUND: NAME's MB/s in ROUND over one writer's
+machine_pair() {
+	awk -v a="$(metric "$LOGS/$1.$2.out" mb_per_s)" -v b="$(metric "$LOGS/machine_w1.$2.out" mb_per_s)" \
+		'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'
 }
 DD_ALL=()
 DD2_ALL=()
@@ -308,6 +319,7 @@ for ((round = 1; round <= REPEAT; round++)); do
 	machine_round "$round"
 done
 MACHINE_RATIO=$( ((${#MACHINE_RATIOS[@]})) && printf '%s\n' "${MACHINE_RATIOS[@]}" | median)
+MACHINE_RATIO_1F=$( ((${#MACHINE_RATIOS_1F[@]})) && printf '%s\n' "${MACHINE_RATIOS_1F[@]}" | median)
 DD_MBPS=$(printf '%s\n' "${DD_ALL[@]}" | median)
 DD2_MBPS=$( ((${#DD2_ALL[@]})) && printf '%s\n' "${DD2_ALL[@]}" | median)
 [[ -n $DD_MBPS ]] || die "dd baseline failed in $DATA"
@@ -488,10 +500,12 @@ for tag in prod1000_w1_idem prod1000_w2_zstd_idem; do
 done
 
 echo
-# scale_pair TAG BASE WANT WHAT DISK: TAG's median records/s over BASE's, judged
-# against WANT; DISK=1: a pair already at DISK_BOUND x dd is disk-bound.
+# scale_pair TAG BASE WANT WHAT DISK [MACHINE WHERE]: TAG's median records/s over
+# BASE's, judged against WANT; DISK=1: a pair already at DISK_BOUND x dd is
+# disk-bound; MACHINE: the machine's own median ratio (5c) for such a pair, of
+# plain writers WHERE.
 scale_pair() {
-	local tag=$1 base=$2 want=$3 what=$4 disk=$5 f b ratio target share c1 c2
+	local tag=$1 base=$2 want=$3 what=$4 disk=$5 machine=${6:-} where=${7:-} f b ratio target share c1 c2
 	f=$(median_run "$tag")
 	b=$(median_run "$base")
 	if [[ -z $f || -z $b ]]; then
@@ -512,10 +526,10 @@ scale_pair() {
 	# still a FAIL, with a note: the machine's own median pair (5c) is below the
 	# target too, and the engine comes within MACHINE_BOUND of it. The pairs
 	# spread widely on a shared VM, so this says where to look, not a pass.
-	((disk)) && [[ $target == FAIL && -n $MACHINE_RATIO ]] &&
-		awk -v r="$ratio" -v m="$MACHINE_RATIO" -v w="$want" -v b="$MACHINE_BOUND" \
+	[[ $target == FAIL && -n $machine ]] &&
+		awk -v r="$ratio" -v m="$machine" -v w="$want" -v b="$MACHINE_BOUND" \
 			'BEGIN { exit !(m < w && r >= b * m) }' &&
-		target="FAIL (machine-bound: the machine's median pair of plain writers is ${MACHINE_RATIO}x, 5c)"
+		target="FAIL (machine-bound: the machine's median pair of plain writers $where is ${machine}x, 5c)"
 	printf '   %-16s %10s records/s vs %-16s %10s: %sx (%s)   target >= %s: %s\n' "$tag" \
 		"$(metric "$f" records_per_s)" "$base" "$(metric "$b" records_per_s)" "$ratio" "$what" \
 		"$want" "$target"
@@ -531,22 +545,24 @@ scale_pair() {
 			"$(metric "$f" cpu_cores)" "$(metric "$f" machine_steal_cores)" "$NCPU" \
 			"$(awk -v n="$NCPU" -v c="$c1" 'BEGIN { if (c > 0) printf "%.2f", n / c; else print "-" }')"
 	fi
-	((disk)) && [[ -n $MACHINE_RATIO ]] &&
-		printf '   %-16s the machine without the engine (5c): %sx for two plain writers; this row reaches %s of it\n' \
-			"" "$MACHINE_RATIO" "$(awk -v r="$ratio" -v m="$MACHINE_RATIO" 'BEGIN { printf "%.2f", r / m }')"
+	[[ -n $machine ]] &&
+		printf '   %-16s the machine without the engine (5c): %sx for two plain writers %s; this row reaches %s of it\n' \
+			"" "$machine" "$where" "$(awk -v r="$ratio" -v m="$machine" 'BEGIN { printf "%.2f", r / m }')"
 	return 0
 }
 
 echo "== scaling: two writers vs one, median records/s; load average at the start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "   on the disk ($DATA):"
-scale_pair b1000_w2_p2 b1000_w1 "$SCALE_TWO_PARTITIONS_TARGET" "two partitions" 1
-scale_pair b1000_w2 b1000_w1 "$SCALE_ONE_PARTITION_TARGET" "one partition" 1
+scale_pair b1000_w2_p2 b1000_w1 "$SCALE_TWO_PARTITIONS_TARGET" "two partitions" 1 \
+	"$MACHINE_RATIO" "on two files"
+scale_pair b1000_w2 b1000_w1 "$SCALE_ONE_PARTITION_TARGET" "one partition" 1 \
+	"$MACHINE_RATIO_1F" "on one file"
 echo "   the machine without the engine (5c): $MACHINE_STATUS"
 if [[ -n $MACHINE_RATIO ]]; then
 	mmed() { for f in "$LOGS"/machine_w"$1".*.out; do metric "$f" "$2"; done | median; }
-	printf '   plain writers hashing %s bytes a byte (calibrated to mem_b1000_w1, %s MB/s in %s): on the disk one writes %s MB/s, two %s MB/s with %s cores stolen (medians)\n' \
+	printf '   plain writers hashing %s bytes a byte (calibrated to mem_b1000_w1, %s MB/s in %s): on the disk one writes %s MB/s, two %s MB/s to two files with %s cores stolen, two %s MB/s to one file with %s stolen (medians)\n' \
 		"$HASH_PER_BYTE" "$MEM1_MBPS" "$MEM_DIR" "$(mmed 1 mb_per_s)" "$(mmed 2 mb_per_s)" \
-		"$(mmed 2 machine_steal_cores)"
+		"$(mmed 2 machine_steal_cores)" "$(mmed 2f mb_per_s)" "$(mmed 2f machine_steal_cores)"
 fi
 if ((${#MEM_ROWS[@]})); then
 	echo "   in memory ($MEM_DIR, tmpfs):"
