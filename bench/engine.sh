@@ -248,8 +248,9 @@ fi
 [[ -n $IO ]] && for tag in "${ORDER[@]}"; do
 	[[ $tag == *_iosync ]] || CFG_ARGS[$tag]+=" --io $IO"
 done
-# 5c, a round of it: one and two plain writers (bench_machine) on the disk, after
-# each round of the appends; the first calibrates them to that round's mem_b1000_w1
+# 5c, a round of it: one plain writer (bench_machine), two to two files and two to
+# one file, on the disk, after each round of the appends; the first round
+# calibrates them to its mem_b1000_w1
 MACHINE_RATIOS=()       # two writers, two files, over one
 MACHINE_RATIOS_1F=()    # two writers, one file, over one
 MACHINE_STATUS="skipped: no mem_* rows"
@@ -279,7 +280,7 @@ machine_round() {
 	for w in 1 2 2f; do
 		shared=()
 		[[ $w == *f ]] && shared=(--shared)
-		note "bench_machine --writers ${w%f} ${shared[*]} --hash-per-byte $HASH_PER_BYTE (round $round/$REPEAT)"
+		note "bench_machine --writers ${w%f}${shared[*]/#/ } --hash-per-byte $HASH_PER_BYTE (round $round/$REPEAT)"
 		"$BUILD/bench_machine" --dir "$DATA" --bytes "$LOG_BYTES" --writers "${w%f}" \
 			"${shared[@]}" --hash-per-byte "$HASH_PER_BYTE" \
 			>"$LOGS/machine_w$w.$round.out" 2>"$LOGS/machine_w$w.$round.err" ||
